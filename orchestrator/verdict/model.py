@@ -1,0 +1,398 @@
+"""Frozen input and output dataclasses of the verdict engine.
+
+Vocabulary follows DESIGN.md section 1: a gate is a pattern of runs on one
+allocation; controls (roles ``A`` and ``B``) bracket candidate copies (role
+``X``). All step times are run medians in seconds (DESIGN.md section 2).
+
+Pattern rules (validated by :class:`GateMeasurement`):
+
+* runs are given in pattern order (strictly increasing ``order``);
+* at least one ``A``, at least one ``X`` and at least two controls in total
+  (the second control is usually ``B``; ``A X A`` is allowed);
+* every ``X`` has a control before it and a control after it in the pattern;
+  its bracket is the nearest control on each side (see ``pattern.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["A", "X", "B"]
+GateKind = Literal["candidate", "regate"]
+
+ROLES: tuple[str, ...] = ("A", "X", "B")
+CONTROL_ROLES: tuple[str, ...] = ("A", "B")
+GATE_KINDS: tuple[str, ...] = ("candidate", "regate")
+CANDIDATE_VERDICTS: tuple[str, ...] = ("accept", "neutral", "reject", "inconclusive", "failed")
+REGATE_VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "failed")
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_positive_finite(name: str, value: object) -> float:
+    """Return ``value`` as a float after checking it is a positive finite number.
+
+    Args:
+        name: Field name used in the error message.
+        value: The number to check.
+
+    Returns:
+        ``float(value)``.
+
+    Raises:
+        ValueError: If ``value`` is not a real number, is NaN or infinite, or is <= 0.
+    """
+    if not _is_real(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number) or number <= 0.0:
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    return number
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` after checking it is an int >= 1.
+
+    Args:
+        name: Field name used in the error message.
+        value: The integer to check.
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ValueError: If ``value`` is not an int (bools are rejected) or is < 1.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of a gate, reduced to its run median (DESIGN.md section 2)."""
+
+    role: Role
+    """``A`` or ``B`` (control) or ``X`` (candidate)."""
+    order: int
+    """0-based position of the run in the gate's pattern."""
+    median_step_s: float
+    """Run median: median slowest-rank step time over the measured steps, seconds.
+    May be NaN when ``failed`` is true."""
+    local_batch_size: int | None = None
+    """Samples per rank per micro-step, or None when not recorded."""
+    grad_accum_steps: int | None = None
+    """Micro-steps per optimizer step, or None when not recorded."""
+    world_size: int | None = None
+    """Number of ranks (GPUs) of the run, or None when not recorded."""
+    failed: bool = False
+    """True when the run did not produce a valid measurement (DESIGN.md section 2)."""
+    failure_reason: str | None = None
+    """Why the run failed, shown in the ``failed`` verdict."""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+        if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 0:
+            raise ValueError(f"order must be an integer >= 0, got {self.order!r}")
+        if not isinstance(self.failed, bool):
+            raise ValueError(f"failed must be a bool, got {self.failed!r}")
+        if self.failed:
+            if not _is_real(self.median_step_s):
+                raise ValueError(f"median_step_s must be a number, got {self.median_step_s!r}")
+        else:
+            check_positive_finite(f"median_step_s (run order {self.order})", self.median_step_s)
+        for name in ("local_batch_size", "grad_accum_steps", "world_size"):
+            value = getattr(self, name)
+            if value is not None:
+                check_positive_int(name, value)
+
+    @property
+    def is_control(self) -> bool:
+        """True for roles ``A`` and ``B``."""
+        return self.role in CONTROL_ROLES
+
+
+@dataclass(frozen=True)
+class GateMeasurement:
+    """The run medians of one gate on one allocation, in pattern order.
+
+    Batch fields left as None are taken from the runs of that side (which must
+    agree), else default to 1. An explicit value that contradicts a run raises.
+    """
+
+    runs: tuple[RunSummary, ...]
+    """Runs in pattern order (strictly increasing ``order``)."""
+    kind: GateKind = "candidate"
+    """``candidate`` (is X an improvement?) or ``regate`` (did timing change?)."""
+    mfu_numerator_pct_s: float | None = None
+    """MFU numerator, FLOPs per sample / peak FLOP/s x 100, percent-seconds per
+    sample (DESIGN.md section 1). None: no MFU in the verdict."""
+    control_local_batch_size: int | None = None
+    """Local batch of the control runs, samples per rank per micro-step."""
+    control_grad_accum_steps: int | None = None
+    """Gradient accumulation steps of the control runs."""
+    candidate_local_batch_size: int | None = None
+    """Local batch of the candidate runs, samples per rank per micro-step."""
+    candidate_grad_accum_steps: int | None = None
+    """Gradient accumulation steps of the candidate runs."""
+    health_failed: bool = False
+    """True when the allocation's health gate failed (DESIGN.md section 4)."""
+    health_failure_reason: str | None = None
+    """Why the health gate failed."""
+
+    def __post_init__(self) -> None:
+        runs = tuple(self.runs)
+        object.__setattr__(self, "runs", runs)
+        if self.kind not in GATE_KINDS:
+            raise ValueError(f"kind must be one of {GATE_KINDS}, got {self.kind!r}")
+        if not runs:
+            raise ValueError("runs must not be empty")
+        for run in runs:
+            if not isinstance(run, RunSummary):
+                raise ValueError(f"runs must hold RunSummary objects, got {run!r}")
+        orders = [run.order for run in runs]
+        if any(later <= earlier for earlier, later in zip(orders, orders[1:])):
+            raise ValueError(f"runs must be in pattern order (strictly increasing order), got {orders}")
+        roles = "".join(run.role for run in runs)
+        if "A" not in roles:
+            raise ValueError(f"runs must include at least one control A, pattern {roles!r}")
+        if "X" not in roles:
+            raise ValueError(f"runs must include at least one candidate X, pattern {roles!r}")
+        if sum(run.is_control for run in runs) < 2:
+            raise ValueError(f"runs must include a second control (B or A), pattern {roles!r}")
+        first_control = min(i for i, run in enumerate(runs) if run.is_control)
+        last_control = max(i for i, run in enumerate(runs) if run.is_control)
+        for i, run in enumerate(runs):
+            if run.role == "X" and not first_control < i < last_control:
+                raise ValueError(
+                    f"every candidate X must be bracketed by controls, pattern {roles!r}"
+                )
+        if self.mfu_numerator_pct_s is not None:
+            check_positive_finite("mfu_numerator_pct_s", self.mfu_numerator_pct_s)
+        if not isinstance(self.health_failed, bool):
+            raise ValueError(f"health_failed must be a bool, got {self.health_failed!r}")
+        for side, is_control in (("control", True), ("candidate", False)):
+            side_runs = [run for run in runs if run.is_control is is_control]
+            for attr, run_attr in (
+                ("local_batch_size", "local_batch_size"),
+                ("grad_accum_steps", "grad_accum_steps"),
+            ):
+                name = f"{side}_{attr}"
+                object.__setattr__(self, name, _resolve_side_value(name, getattr(self, name),
+                                                                  side_runs, run_attr))
+
+    @property
+    def pattern(self) -> str:
+        """The roles in pattern order, e.g. ``"AXBXA"``."""
+        return "".join(run.role for run in self.runs)
+
+    @property
+    def num_runs(self) -> int:
+        """Number of runs in the gate (its GPU-time cost in runs)."""
+        return len(self.runs)
+
+
+def _resolve_side_value(
+    name: str, explicit: int | None, side_runs: list[RunSummary], run_attr: str
+) -> int:
+    recorded = {getattr(run, run_attr) for run in side_runs} - {None}
+    if explicit is not None:
+        check_positive_int(name, explicit)
+        if recorded and recorded != {explicit}:
+            raise ValueError(f"{name}={explicit} contradicts the runs' {run_attr} {sorted(recorded)}")
+        return explicit
+    if len(recorded) > 1:
+        raise ValueError(f"runs disagree on {run_attr} for {name}: {sorted(recorded)}")
+    return recorded.pop() if recorded else 1
+
+
+@dataclass(frozen=True)
+class ControlHistory:
+    """Control medians of earlier gates on the same topology and recipe (ledger).
+
+    Each entry holds the control run medians of one earlier gate in pattern order
+    (usually the pair (A, B)); only their run-to-run spread is used, so entries
+    from allocations with different absolute step times may be mixed.
+    """
+
+    pairs: tuple[tuple[float, ...], ...] = ()
+    """One tuple of >= 2 control medians (seconds) per earlier gate, oldest first."""
+
+    def __post_init__(self) -> None:
+        entries: list[tuple[float, ...]] = []
+        for index, entry in enumerate(self.pairs):
+            values = tuple(entry)
+            if len(values) < 2:
+                raise ValueError(f"pairs[{index}] must hold at least 2 control medians")
+            entries.append(tuple(check_positive_finite(f"pairs[{index}]", v) for v in values))
+        object.__setattr__(self, "pairs", tuple(entries))
+
+
+@dataclass(frozen=True)
+class BracketDetail:
+    """One candidate copy and the two controls that bracket it."""
+
+    candidate_order: int
+    """Pattern position of the candidate copy."""
+    candidate_s: float
+    """Run median of the copy, seconds."""
+    left_order: int
+    """Pattern position of the nearest control before the copy."""
+    right_order: int
+    """Pattern position of the nearest control after the copy."""
+    left_s: float
+    """Run median of the left control, seconds."""
+    right_s: float
+    """Run median of the right control, seconds."""
+    midpoint_s: float
+    """(left + right) / 2, seconds."""
+    drift_pct: float
+    """abs(left - right) / midpoint x 100, percent."""
+    delta_ms: float
+    """(candidate - midpoint) x 1000, milliseconds; negative is faster."""
+    delta_pct: float
+    """(candidate - midpoint) / midpoint x 100, percent."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict of the fields."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class StatisticalDetail:
+    """Interval and calibration numbers of the ``ratio-ci`` policy."""
+
+    ratio_pct: float
+    """Estimated candidate/control step-time ratio minus 1, percent."""
+    ci_low_pct: float
+    """Lower bound of the two-sided interval of the ratio minus 1, percent."""
+    ci_high_pct: float
+    """Upper bound of the two-sided interval of the ratio minus 1, percent."""
+    confidence: float
+    """Two-sided coverage of the interval (e.g. 0.98)."""
+    mde_pct: float
+    """Minimum detectable effect: smallest true speedup (candidate) or change
+    (regate), percent of control step time, found with probability ``mde_power``."""
+    mde_power: float
+    """Power used for ``mde_pct``."""
+    run_sigma_pct: float
+    """Estimated run-to-run standard deviation of log run medians x 100 (about percent)."""
+    dof: int
+    """Degrees of freedom of ``run_sigma_pct`` (gate pairs + history pairs)."""
+    num_gate_control_pairs: int
+    """Degrees of freedom from this gate's own controls (number of controls - 1)."""
+    num_history_pairs: int
+    """Degrees of freedom from the ledger's control history."""
+    num_history_gates: int
+    """Number of earlier gates whose controls were used."""
+    calibration: str
+    """``gate`` or ``gate+history``: where the run-to-run spread came from."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict of the fields."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A timing verdict and every number it was computed from (DESIGN.md section 3).
+
+    Numbers are None when the verdict is ``failed``. MFU fields are None when
+    the gate gives no MFU numerator.
+    """
+
+    policy: str
+    """Policy name, e.g. ``drift``."""
+    policy_version: str
+    """Version of the policy's rules; bumped whenever a rule changes."""
+    params: Mapping[str, Any]
+    """The policy's parameters as used."""
+    kind: str
+    """``candidate`` or ``regate``."""
+    verdict: str
+    """accept/neutral/reject/inconclusive (candidate), pass/regression/improvement
+    (regate), or failed."""
+    reason: str
+    """One sentence saying why, with the deciding numbers."""
+    pattern: str
+    """Roles in pattern order, e.g. ``AXB``."""
+    num_runs: int
+    """Runs in the gate (GPU-time cost)."""
+    midpoint_s: float | None = None
+    """Control midpoint, seconds: mean of the brackets' (left + right) / 2."""
+    candidate_s: float | None = None
+    """Mean of the candidate copies' run medians, seconds."""
+    drift_pct: float | None = None
+    """(max - min of all control medians) / midpoint x 100, percent."""
+    delta_ms: float | None = None
+    """(candidate - midpoint) x 1000, milliseconds; negative is faster."""
+    delta_pct: float | None = None
+    """(candidate - midpoint) / midpoint x 100, percent."""
+    threshold_pct: float | None = None
+    """The margin the delta or the interval was compared with, percent."""
+    sign_conflict: bool = False
+    """True when candidate copies' deltas have opposite signs."""
+    brackets: tuple[BracketDetail, ...] = ()
+    """One entry per candidate copy, in pattern order."""
+    mfu_candidate_pct: float | None = None
+    """MFU of the candidate at ``candidate_s``, percent."""
+    mfu_control_pct: float | None = None
+    """MFU of the control at ``midpoint_s``, percent (DESIGN.md section 3)."""
+    mfu_points: float | None = None
+    """mfu_candidate_pct - mfu_control_pct, percentage points."""
+    throughput_candidate: float | None = None
+    """Samples per second of the candidate at ``candidate_s``."""
+    throughput_control: float | None = None
+    """Samples per second of the control at ``midpoint_s``."""
+    throughput_scope: str | None = None
+    """``allocation`` (x world size) or ``rank`` (world size not recorded)."""
+    statistics: StatisticalDetail | None = None
+    """Interval details, set by the statistical policy."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Policy-specific numbers not covered above."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-safe dict (only str, int, float, bool, None, list, dict).
+
+        Returns:
+            All fields; ``brackets`` as a list of dicts, ``copy_deltas_pct`` as
+            the list of per-copy delta percentages, and the statistical details
+            flattened into the top level when present.
+        """
+        out: dict[str, Any] = {
+            "policy": self.policy,
+            "policy_version": self.policy_version,
+            "params": dict(self.params),
+            "kind": self.kind,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "pattern": self.pattern,
+            "num_runs": self.num_runs,
+            "midpoint_s": self.midpoint_s,
+            "candidate_s": self.candidate_s,
+            "drift_pct": self.drift_pct,
+            "delta_ms": self.delta_ms,
+            "delta_pct": self.delta_pct,
+            "threshold_pct": self.threshold_pct,
+            "sign_conflict": self.sign_conflict,
+            "num_candidate_copies": len(self.brackets),
+            "copy_deltas_pct": [b.delta_pct for b in self.brackets],
+            "brackets": [b.to_dict() for b in self.brackets],
+            "mfu_candidate_pct": self.mfu_candidate_pct,
+            "mfu_control_pct": self.mfu_control_pct,
+            "mfu_points": self.mfu_points,
+            "throughput_candidate": self.throughput_candidate,
+            "throughput_control": self.throughput_control,
+            "throughput_scope": self.throughput_scope,
+        }
+        if self.statistics is not None:
+            out.update(self.statistics.to_dict())
+        out.update(dict(self.extra))
+        return out

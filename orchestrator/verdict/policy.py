@@ -1,0 +1,123 @@
+"""Policies: named, versioned parameter sets of the verdict rules.
+
+Thresholds are fields carrying the DESIGN.md section 3 defaults. A policy's
+``version`` is bumped whenever its rules change, so a stored verdict can be
+re-derived or explained later.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+
+def _check_float(name: str, value: object, *, low: float, low_open: bool,
+                 high: float = math.inf, high_open: bool = True) -> None:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ValueError(f"policy parameter {name} must be a number, got {value!r}")
+    number = float(value)
+    too_low = number <= low if low_open else number < low
+    too_high = number >= high if high_open else number > high
+    if not math.isfinite(number) or too_low or too_high:
+        lo_b = "(" if low_open else "["
+        hi_b = ")" if high_open else "]"
+        raise ValueError(
+            f"policy parameter {name} must be finite and in {lo_b}{low}, {high}{hi_b}, "
+            f"got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Base of all policies: a name, a version and typed parameters."""
+
+    name: ClassVar[str] = ""
+    """Registry name, e.g. ``drift``."""
+    version: ClassVar[str] = ""
+    """Version of the rules."""
+
+    def _set_float(self, name: str, **bounds: Any) -> None:
+        value = getattr(self, name)
+        _check_float(name, value, **bounds)
+        object.__setattr__(self, name, float(value))
+
+    def params(self) -> dict[str, Any]:
+        """Return the parameters as a JSON-safe dict (field name -> value)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class DriftPolicy(Policy):
+    """The drift rule of DESIGN.md section 3 (candidate and re-gate tables).
+
+    Candidate: inconclusive when drift > max_drift_pct; accept when
+    delta% < -max(drift, min_effect); reject when delta% > +max(drift, min_effect);
+    neutral otherwise, and neutral on a sign conflict between candidate copies.
+    Re-gate: pass when abs(delta%) <= max(tolerance, drift) or on a sign
+    conflict; otherwise regression (delta > 0) or improvement (delta < 0).
+    """
+
+    name: ClassVar[str] = "drift"
+    version: ClassVar[str] = "1"
+
+    max_drift_pct: float = 2.0
+    """Drift above which a candidate gate is inconclusive, percent (DESIGN default 2)."""
+    min_effect_pct: float = 0.0
+    """Smallest delta a candidate verdict acts on, percent (DESIGN default 0)."""
+    tolerance_pct: float = 0.5
+    """Re-gate timing-neutral band, percent (DESIGN default 0.5)."""
+
+    def __post_init__(self) -> None:
+        self._set_float("max_drift_pct", low=0.0, low_open=True)
+        self._set_float("min_effect_pct", low=0.0, low_open=False)
+        self._set_float("tolerance_pct", low=0.0, low_open=False)
+
+
+@dataclass(frozen=True)
+class RatioCIPolicy(Policy):
+    """Confidence interval of the candidate/control step-time ratio.
+
+    The interval is calibrated on run-to-run spread (DESIGN.md section 3
+    caution): the pooled variance of log control medians from this gate's
+    controls and from the ledger's control history, never from per-step samples.
+    See ``statistical.py`` for the formulas and the verdict rules.
+    """
+
+    name: ClassVar[str] = "ratio-ci"
+    version: ClassVar[str] = "1"
+
+    confidence: float = 0.98
+    """Two-sided coverage of the interval; each tail holds (1 - confidence) / 2,
+    so 0.98 caps the false-accept rate at 1% when the calibration holds."""
+    min_effect_pct: float = 0.0
+    """Candidate: accept only when the whole interval is below -min_effect_pct, percent."""
+    tolerance_pct: float = 0.5
+    """Re-gate: a significant change must also exceed this, percent (DESIGN default 0.5)."""
+    max_mde_pct: float = 2.0
+    """Candidate: inconclusive instead of neutral when the minimum detectable
+    effect exceeds this, percent (the gate could not have seen such an effect)."""
+    mde_power: float = 0.95
+    """Power at which the minimum detectable effect is reported."""
+    max_history_gates: int = 50
+    """Most recent ledger entries used for calibration (0: gate only)."""
+    require_consistent_sign: bool = True
+    """Sign conflict between candidate copies gives neutral / pass (DESIGN.md section 3)."""
+
+    def __post_init__(self) -> None:
+        self._set_float("confidence", low=0.5, low_open=True, high=1.0)
+        self._set_float("min_effect_pct", low=0.0, low_open=False)
+        self._set_float("tolerance_pct", low=0.0, low_open=False)
+        self._set_float("max_mde_pct", low=0.0, low_open=True)
+        self._set_float("mde_power", low=0.5, low_open=False, high=1.0)
+        value = self.max_history_gates
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(
+                f"policy parameter max_history_gates must be an integer >= 0, got {value!r}"
+            )
+        if not isinstance(self.require_consistent_sign, bool):
+            raise ValueError(
+                "policy parameter require_consistent_sign must be a bool, "
+                f"got {self.require_consistent_sign!r}"
+            )
