@@ -1,0 +1,5 @@
+"""SQL only: keyword-only functions that ``flush()`` and never ``commit()``."""
+
+from orchestrator.store import allocations, artifacts, decisions, gates, runs, verdicts
+
+__all__ = ["allocations", "artifacts", "decisions", "gates", "runs", "verdicts"]

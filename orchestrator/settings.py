@@ -1,0 +1,142 @@
+"""Service settings: one pydantic-settings tree, prefix ``AXBGATE_``.
+
+Nested models per subsystem, as in Prefect's ``settings/models``. Environment variables
+use ``__`` between levels: ``AXBGATE_DATABASE__URL``, ``AXBGATE_EXECUTOR__KIND``.
+A ``.env`` file in the working directory is read too. Nothing else in the code base
+reads ``os.environ`` for configuration; everything goes through :func:`get_settings`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "AuthSettings",
+    "DatabaseSettings",
+    "ExecutorSettings",
+    "NightlySettings",
+    "Settings",
+    "get_settings",
+]
+
+
+def _default_data_dir() -> Path:
+    """Return ``$XDG_DATA_HOME/axbgate`` (``~/.local/share/axbgate`` when unset)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "axbgate"
+
+
+class DatabaseSettings(BaseModel):
+    """Where the ledger lives."""
+
+    url: str | None = None
+    """SQLAlchemy URL. ``None`` means the embedded SQLite file ``<data_dir>/axbgate.db``.
+    PostgreSQL example: ``postgresql+psycopg://postgres@127.0.0.1:5432/axbgate``."""
+
+    echo: bool = False
+    """Log every SQL statement (debugging only)."""
+
+    @field_validator("url")
+    @classmethod
+    def _known_driver(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("sqlite", "postgresql")):
+            raise ValueError(
+                "database.url must be a sqlite:/// or postgresql+psycopg:// URL "
+                f"(got {value.split(':', 1)[0]!r})"
+            )
+        return value
+
+
+class ExecutorSettings(BaseModel):
+    """Defaults for where gates run."""
+
+    kind: Literal["local", "slurm", "debug"] = "local"
+    """Executor used when a gate does not name one."""
+
+    slurm_partition: str | None = None
+    """Default Slurm partition (``--partition``)."""
+
+    slurm_account: str | None = None
+    """Default Slurm account (``--account``)."""
+
+    time_limit_min: int = Field(default=60, ge=2)
+    """Default allocation time limit in minutes. At least 2: submitit asks for a warning
+    signal 90 s before the limit, so shorter limits fail early (shared/SLURM_CI.md)."""
+
+
+class NightlySettings(BaseModel):
+    """Nightly re-gate scheduler."""
+
+    enabled: bool = True
+    """Run the scheduler inside ``axbgate serve``."""
+
+    loop_seconds: float = Field(default=60.0, gt=0)
+    """How often the scheduler wakes to look for due repositories, in seconds."""
+
+
+class AuthSettings(BaseModel):
+    """API authentication."""
+
+    read_open: bool = True
+    """Read endpoints need no token when true."""
+
+
+class Settings(BaseSettings):
+    """All axbgate settings. Build through :func:`get_settings`, never at import time."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AXBGATE_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="forbid",
+    )
+
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    """Directory holding the embedded SQLite ledger and run artifacts (logs)."""
+
+    server_url: str | None = None
+    """When set, the CLI talks to this axbgate server over HTTP instead of the embedded
+    database, e.g. ``http://127.0.0.1:8000``."""
+
+    api_token: str | None = None
+    """Bearer token the CLI sends for writes in remote mode."""
+
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    nightly: NightlySettings = Field(default_factory=NightlySettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+
+    @model_validator(mode="after")
+    def _absolute_data_dir(self) -> "Settings":
+        self.data_dir = self.data_dir.expanduser().resolve()
+        return self
+
+    @property
+    def database_url(self) -> str:
+        """The effective SQLAlchemy URL (embedded SQLite file when none is configured)."""
+        if self.database.url:
+            return self.database.url
+        return f"sqlite:///{self.data_dir / 'axbgate.db'}"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """Directory where raw logs and exports are kept (``<data_dir>/artifacts``)."""
+        return self.data_dir / "artifacts"
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the process-wide settings, read once from the environment and ``.env``.
+
+    Raises:
+        pydantic.ValidationError: A setting has an invalid value; the message names it.
+    """
+    return Settings()

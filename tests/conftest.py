@@ -1,0 +1,81 @@
+"""Shared fixtures: an isolated data directory and settings per test, databases."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+PG_ADMIN_URL = os.environ.get("AXBGATE_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(tmp_path, monkeypatch):
+    """Every test gets its own data dir (embedded SQLite ledger, artifacts)."""
+    from orchestrator.settings import get_settings
+
+    for key in list(os.environ):
+        if key.startswith("AXBGATE_") and not key.startswith("AXBGATE_TEST_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AXBGATE_DATA_DIR", str(tmp_path / "axbgate-data"))
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """URL of a fresh SQLite file (no schema yet)."""
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """URL of a fresh PostgreSQL database on 127.0.0.1:5432, dropped afterwards.
+
+    Fails (not skips) when the server is unreachable: PostgreSQL is part of CI.
+    """
+    import psycopg
+
+    name = f"axbgate_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        from orchestrator.db.session import get_engine
+
+        get_engine.cache_clear()
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request, tmp_path) -> Iterator[str]:
+    """A migrated database URL, once per backend (SQLite file and real PostgreSQL)."""
+    from orchestrator.db.migrate import upgrade
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'ledger.db'}"
+        upgrade(url)
+        yield url
+    else:
+        url = request.getfixturevalue("postgres_url")
+        upgrade(url)
+        yield url
+
+
+@pytest.fixture
+def session(db_url):
+    """A session on a migrated database (both backends); rolled back afterwards."""
+    from sqlalchemy.orm import Session
+
+    from orchestrator.db.session import build_engine
+
+    engine = build_engine(db_url)
+    with Session(engine, expire_on_commit=False) as s:
+        yield s
+        s.rollback()
+    engine.dispose()
