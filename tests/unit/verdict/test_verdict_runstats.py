@@ -1,0 +1,71 @@
+"""run_statistics: slowest rank, warmup discard, median (DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from orchestrator.verdict import run_statistics
+
+
+def test_one_dimensional_discards_warmup_and_takes_median() -> None:
+    steps = [9.0, 8.0] + [1.0, 3.0, 2.0]
+    stats = run_statistics(steps, num_warmup_steps=2)
+    assert stats.median_step_s == 2.0
+    assert stats.num_measured_steps == 3
+    assert stats.measured_step_seconds == (1.0, 3.0, 2.0)
+    assert stats.num_ranks is None
+    assert stats.num_trailing_steps == 0
+
+
+def test_even_count_uses_mean_of_two_middles() -> None:
+    stats = run_statistics([1.0, 2.0, 4.0, 10.0], num_warmup_steps=0)
+    assert stats.median_step_s == 3.0
+
+
+def test_two_dimensional_takes_slowest_rank_per_step() -> None:
+    per_rank = [[5.0, 1.0, 2.0, 3.0], [1.0, 1.5, 1.0, 3.5]]
+    stats = run_statistics(per_rank, num_warmup_steps=1)
+    assert stats.slowest_rank_step_seconds == (5.0, 1.5, 2.0, 3.5)
+    assert stats.median_step_s == 2.0
+    assert stats.num_ranks == 2
+
+
+def test_numpy_input_is_accepted() -> None:
+    arr = np.array([[0.5, 0.4, 0.42], [0.6, 0.41, 0.43]], dtype=np.float32)
+    stats = run_statistics(arr, num_warmup_steps=1)
+    assert math.isclose(stats.median_step_s, (0.41 + 0.43) / 2, rel_tol=1e-6)
+
+
+def test_measured_window_excludes_trailing_steps() -> None:
+    stats = run_statistics([9.0, 1.0, 2.0, 3.0, 100.0], num_warmup_steps=1, num_measured_steps=3)
+    assert stats.median_step_s == 2.0
+    assert stats.num_trailing_steps == 1
+
+
+@pytest.mark.parametrize(
+    ("steps", "kwargs", "match"),
+    [
+        ([], {"num_warmup_steps": 0}, "step_seconds must not be empty"),
+        ([[]], {"num_warmup_steps": 0}, r"step_seconds\[0\]"),
+        ([1.0, float("nan")], {"num_warmup_steps": 0}, r"step_seconds\[1\] must be finite"),
+        ([1.0, float("inf")], {"num_warmup_steps": 0}, "finite"),
+        ([1.0, 0.0], {"num_warmup_steps": 0}, r"step_seconds\[1\] must be positive"),
+        ([1.0, -2.0], {"num_warmup_steps": 0}, "positive"),
+        ([1.0, "x"], {"num_warmup_steps": 0}, "must be a number"),
+        ([1.0, True], {"num_warmup_steps": 0}, "must be a number"),
+        ([[1.0, 2.0], [1.0]], {"num_warmup_steps": 0}, r"step_seconds\[1\] has 1 steps"),
+        ([[1.0, 2.0], 1.0], {"num_warmup_steps": 0}, "not mixed"),
+        ([[1.0, -1.0]], {"num_warmup_steps": 0}, r"step_seconds\[0\]\[1\]"),
+        ([1.0, 2.0], {"num_warmup_steps": 2}, "too few"),
+        ([1.0, 2.0, 3.0], {"num_warmup_steps": 1, "num_measured_steps": 3}, "too few"),
+        ([1.0], {"num_warmup_steps": -1}, "num_warmup_steps"),
+        ([1.0], {"num_warmup_steps": 1.5}, "num_warmup_steps"),
+        ([1.0], {"num_warmup_steps": 0, "num_measured_steps": 0}, "num_measured_steps"),
+    ],
+)
+def test_errors_name_the_field(steps, kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        run_statistics(steps, **kwargs)
