@@ -1,0 +1,327 @@
+"""Training entry point: parse, build, train under the measurement contract, close.
+
+Launch with ``torchrun`` or ``srun``: rank, world size and local rank come from
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` or, when ``RANK`` is absent, from
+``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``; ``MASTER_ADDR``/``MASTER_PORT``
+come from the environment (a lone process without them uses loopback and a free
+port). NCCL on CUDA, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from trainer import checkpoint, metrics, records
+from trainer.config import Recipe
+from trainer.data import RepeatedBatches
+from trainer.flops import flops_per_sample
+from trainer.model import LTX2VideoTransformer, flow_matching_loss
+from trainer.parallelize import parallelize
+
+logger = logging.getLogger(__name__)
+
+
+class NonFiniteError(RuntimeError):
+    """Loss or gradient norm is NaN/Inf: the run is failed, not measured."""
+
+
+@dataclass(slots=True)
+class Dist:
+    """Process-group facts of this rank."""
+
+    rank: int
+    """Global rank."""
+    world_size: int
+    """Number of ranks."""
+    local_rank: int
+    """Rank on this host (CUDA device index)."""
+    device: torch.device
+    """Compute device."""
+    mesh: object = field(default=None)
+    """1-D data-parallel DeviceMesh."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(recipe: Recipe) -> Dist:
+    """Initialise the process group from torchrun or Slurm environment variables.
+
+    Args:
+        recipe: Uses ``parallel.device`` and ``parallel.backend``.
+
+    Returns:
+        This rank's :class:`Dist`.
+
+    Raises:
+        ValueError: ``parallel.device = "cuda"`` without CUDA.
+    """
+    env = os.environ
+    if "RANK" not in env and "SLURM_PROCID" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env.get("SLURM_NTASKS", "1")
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+    if "RANK" not in env:
+        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in env:
+        if int(env["WORLD_SIZE"]) > 1:
+            raise ValueError("MASTER_PORT must be set for a multi-rank launch")
+        env["MASTER_PORT"] = str(_free_port())
+    rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
+    want = recipe.parallel.device
+    use_cuda = torch.cuda.is_available() if want == "auto" else want == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        raise ValueError("parallel.device = 'cuda' but CUDA is not available")
+    device = torch.device("cuda", local) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    backend = recipe.parallel.backend
+    if backend == "auto":
+        backend = "nccl" if use_cuda else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend, rank=rank, world_size=world)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("dp",))
+    return Dist(rank, world, local, device, mesh)
+
+
+def build(recipe: Recipe, d: Dist) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """Build the FSDP2 model (meta init, shard, materialise, init or load) and AdamW.
+
+    Args:
+        recipe: The recipe.
+        d: Distributed facts.
+
+    Returns:
+        ``(model, optimizer)``; all trainable parameters are float32 DTensor shards.
+    """
+    with torch.device("meta"):
+        model = LTX2VideoTransformer(recipe.model, recipe.data)
+    parallelize(model, recipe.parallel, d.mesh)
+    model.to_empty(device=d.device)
+    if recipe.checkpoint.load_safetensors:
+        checkpoint.load_safetensors(model, recipe.checkpoint.load_safetensors)
+    else:
+        checkpoint.init_weights(model, recipe.train.init_std, recipe.train.seed)
+    t = recipe.train
+    fused = t.fused_adamw == "on" or (t.fused_adamw == "auto" and d.device.type == "cuda")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2),
+                                  eps=t.adam_eps, weight_decay=t.weight_decay,
+                                  fused=fused or None, foreach=None if fused else True)
+    num_params = sum(p.numel() for p in model.parameters())
+    logger.info("rank=%d model: %d params (%.3f B), fused_adamw=%s", d.rank, num_params,
+                num_params / 1e9, fused)
+    return model, optimizer
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               micro_batches: list[dict[str, torch.Tensor]],
+               max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step over the micro-batches.
+
+    Gradients are reduce-scattered only on the last micro-step; the clip norm is a
+    device tensor that the caller reads on the host after ``optimizer.step()``.
+
+    Args:
+        model: FSDP2 model.
+        optimizer: AdamW over the sharded parameters.
+        micro_batches: ``grad_accum_steps`` batches (see ``trainer.data``).
+        max_grad_norm: Clipping threshold (global L2 norm).
+
+    Returns:
+        ``(loss, grad_norm)``: this rank's mean micro-batch loss and the global
+        pre-clip gradient norm, both 0-dim float32 device tensors.
+    """
+    n = len(micro_batches)
+    loss_sum = torch.zeros((), device=micro_batches[0]["latents"].device)
+    for i, batch in enumerate(micro_batches):
+        model.set_requires_gradient_sync(i == n - 1)
+        loss = flow_matching_loss(model, batch) / n
+        loss.backward()
+        loss_sum += loss.detach()
+    params = [p for p in model.parameters() if p.grad is not None]
+    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, foreach=True)
+    if hasattr(grad_norm, "full_tensor"):
+        grad_norm = grad_norm.full_tensor()
+    torch.nn.utils.clip_grads_with_norm_(params, max_grad_norm, grad_norm, foreach=True)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_sum, grad_norm
+
+
+@dataclass(slots=True)
+class RunLog:
+    """What the timed loop produced on this rank."""
+
+    step_s: list[float] = field(default_factory=list)
+    """This rank's per-step wall seconds (fetch to fetch)."""
+    loss: list[float] = field(default_factory=list)
+    """Rank-mean loss per step."""
+    grad_norm: list[float] = field(default_factory=list)
+    """Global gradient norm per step."""
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, num_steps: int,
+              log: RunLog) -> None:
+    """The timed loop: fetch, step, read loss/norm on the host, check finiteness.
+
+    Raises:
+        NonFiniteError: Loss or gradient norm is not finite (same step on all ranks).
+    """
+    timer = metrics.StepTimer(lambda: _sync(d.device))
+    timer.step_s = log.step_s
+    for step in range(num_steps):
+        timer.fetch()
+        micro = next(batches)
+        loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm)
+        dist.all_reduce(loss)
+        loss_v, norm_v = loss.item() / d.world_size, grad_norm.item()
+        log.loss.append(loss_v)
+        log.grad_norm.append(norm_v)
+        logger.info("rank=%d step=%d loss=%.6f grad_norm=%.4f", d.rank, step, loss_v, norm_v)
+        if not (math.isfinite(loss_v) and math.isfinite(norm_v)):
+            timer.close()
+            raise NonFiniteError(f"non-finite loss={loss_v} or grad_norm={norm_v} at step {step}")
+    timer.close()
+
+
+def gather_step_times(step_s: list[float], d: Dist) -> list[list[float]]:
+    """All-gather every rank's step-time list (one collective, after the loop)."""
+    local = torch.tensor(step_s, dtype=torch.float64, device=d.device)
+    out = [torch.empty_like(local) for _ in range(d.world_size)]
+    dist.all_gather(out, local)
+    return [t.tolist() for t in out]
+
+
+def _peak_memory(d: Dist) -> tuple[int | None, int | None]:
+    if d.device.type != "cuda":
+        return None, None
+    vals = torch.tensor([torch.cuda.max_memory_allocated(d.device),
+                         torch.cuda.max_memory_reserved(d.device)], device=d.device)
+    dist.all_reduce(vals, op=dist.ReduceOp.MAX)
+    return int(vals[0]), int(vals[1])
+
+
+def profile_steps(recipe: Recipe, d: Dist, model, optimizer, batches) -> None:
+    """Profile 2 extra (unrecorded) steps; rank 0 writes the summary table."""
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if d.device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(2):
+            train_step(model, optimizer, next(batches), recipe.train.max_grad_norm)
+        _sync(d.device)
+    if d.rank == 0:
+        sort = "cuda_time_total" if d.device.type == "cuda" else "cpu_time_total"
+        out = Path(recipe.measure.profile_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "profile_rank0.txt").write_text(
+            prof.key_averages().table(sort_by=sort, row_limit=40, max_name_column_width=70))
+        logger.info("profile table written to %s", out / "profile_rank0.txt")
+
+
+def _result(recipe: Recipe, d: Dist, slowest: list[float], gpu_model: str | None,
+            peak: float | None, memory: tuple[int | None, int | None]) -> dict:
+    m, t = recipe.measure, recipe.train
+    median = metrics.run_median(slowest, m.warmup_steps)
+    fps = flops_per_sample(recipe)
+    per_gpu = t.local_batch_size * t.grad_accum_steps
+    samples_per_s = per_gpu * d.world_size / median
+    return {
+        "median_step_s": median, "world_size": d.world_size,
+        "local_batch_size": t.local_batch_size, "grad_accum_steps": t.grad_accum_steps,
+        "mfu_pct": None if peak is None else metrics.mfu_pct(fps, per_gpu, median, peak),
+        "mfu_numerator_pct_s": None if peak is None else metrics.mfu_numerator_pct_s(fps, peak),
+        "flops_per_sample": fps, "peak_flops_per_gpu": peak, "gpu_model": gpu_model,
+        "samples_per_s": samples_per_s,
+        "tokens_per_s": samples_per_s * recipe.data.num_video_tokens,
+        "peak_allocated_bytes": memory[0], "peak_reserved_bytes": memory[1],
+        "torch_version": torch.__version__, "status": "ok",
+    }
+
+
+def main(recipe: Recipe) -> int:
+    """Run one recipe under the measurement contract; returns the exit code.
+
+    Rank 0 prints ``AXBGATE_PROVENANCE``, one ``AXBGATE_STEP`` per step,
+    ``AXBGATE_TIMING`` and ``AXBGATE_RESULT`` (docs/record-contract.md). A
+    non-finite loss or gradient norm, or any error, prints a result with
+    ``status: failed`` and returns 1.
+    """
+    d = init_distributed(recipe)
+    is_cuda = d.device.type == "cuda"
+    gpu_model = torch.cuda.get_device_name(d.device) if is_cuda else None
+    peak = metrics.peak_flops_per_gpu(gpu_model)
+    if is_cuda and peak is None:
+        logger.warning("no dense BF16 peak for %r: mfu_pct will be null", gpu_model)
+    hosts: list = [None] * d.world_size
+    dist.all_gather_object(hosts, socket.gethostname())
+    if d.rank == 0:
+        records.emit("AXBGATE_PROVENANCE", records.provenance(
+            recipe.model_dump(), hosts, gpu_model, d.world_size if is_cuda else 0,
+            d.local_rank if is_cuda else None))
+    m, t = recipe.measure, recipe.train
+    log = RunLog()
+    try:
+        model, optimizer = build(recipe, d)
+        start = 0
+        if recipe.checkpoint.resume_dcp:
+            start = checkpoint.load_dcp(model, optimizer, recipe.checkpoint.resume_dcp)
+            logger.info("rank=%d resumed at step %d", d.rank, start)
+        batches = iter(RepeatedBatches(recipe, d.rank, d.device))
+        for _ in range(start % recipe.data.num_batches):
+            next(batches)
+        if is_cuda:
+            torch.cuda.reset_peak_memory_stats(d.device)
+        run_steps(recipe, d, model, optimizer, batches, m.warmup_steps + m.measured_steps, log)
+        per_rank = gather_step_times(log.step_s, d)
+        slowest = metrics.slowest_rank(per_rank)
+        memory = _peak_memory(d)
+        if d.rank == 0:
+            for i, s in enumerate(slowest):
+                records.emit("AXBGATE_STEP", {
+                    "step": i, "slowest_rank_step_s": s, "rank_step_s": per_rank[0][i],
+                    "phase": "warmup" if i < m.warmup_steps else "measured",
+                    "loss": log.loss[i], "grad_norm": log.grad_norm[i], "lr": t.lr})
+            records.emit("AXBGATE_TIMING", {
+                "slowest_rank_step_s": slowest, "num_warmup_steps": m.warmup_steps,
+                "num_measured_steps": m.measured_steps, "per_rank_step_s": per_rank})
+            records.emit("AXBGATE_RESULT", _result(recipe, d, slowest, gpu_model, peak, memory))
+        if m.profile_dir:
+            profile_steps(recipe, d, model, optimizer, batches)
+        if recipe.checkpoint.save_dcp:
+            checkpoint.save_dcp(model, optimizer, start + len(log.loss), recipe.checkpoint.save_dcp)
+        if recipe.checkpoint.export_safetensors:
+            checkpoint.export_safetensors(model, recipe.checkpoint.export_safetensors)
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a failed record
+        logger.exception("rank=%d run failed", d.rank)
+        if d.rank == 0:
+            records.emit("AXBGATE_RESULT", {
+                "median_step_s": None, "world_size": d.world_size,
+                "local_batch_size": t.local_batch_size, "grad_accum_steps": t.grad_accum_steps,
+                "num_completed_steps": len(log.loss), "status": "failed",
+                "error": f"{type(exc).__name__}: {exc}"})
+        code = 1
+    if code == 0:
+        dist.barrier()
+    dist.destroy_process_group()
+    return code
