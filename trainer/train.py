@@ -230,11 +230,16 @@ def profile_steps(recipe: Recipe, d: Dist, model, optimizer, batches) -> None:
             train_step(model, optimizer, next(batches), recipe.train.max_grad_norm)
         _sync(d.device)
     if d.rank == 0:
-        sort = "cuda_time_total" if d.device.type == "cuda" else "cpu_time_total"
+        sort = "self_cuda_time_total" if d.device.type == "cuda" else "self_cpu_time_total"
         out = Path(recipe.measure.profile_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "profile_rank0.txt").write_text(
-            prof.key_averages().table(sort_by=sort, row_limit=40, max_name_column_width=70))
+        try:
+            table = prof.key_averages().table(sort_by=sort, row_limit=40,
+                                              max_name_column_width=70)
+        except (KeyError, AttributeError):  # newer torch names it device_time
+            table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=40,
+                                              max_name_column_width=70)
+        (out / "profile_rank0.txt").write_text(table)
         logger.info("profile table written to %s", out / "profile_rank0.txt")
 
 
