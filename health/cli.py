@@ -1,0 +1,81 @@
+"""``python -m health`` / ``axbgate health``: run the health gate and report it.
+
+Usage::
+
+    python -m health [--criteria FILE_OR_NAME] [--json] [--nproc N]
+                     [--nodes H0,H1,...] [--node-rank R] [--job-id ID]
+                     [--interface IFACE] [--inject-fault never_join:RANK]
+
+stdout: the table (or, with ``--json``, one JSON object on the first line) then the record lines
+(``AXBGATE_HEALTH`` per check, then ``AXBGATE_ALLOCATION``). Under Slurm only rank 0
+prints. Exit status: 0 healthy or degraded (runs allowed), 1 failed, 2 usage error,
+3 failed because a stage hung.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from health.timeouts import EXIT_USAGE
+
+logger = logging.getLogger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="axbgate health", description=__doc__.split("\n\n")[0])
+    p.add_argument("--criteria", help="criteria TOML path or shipped name (default: auto)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--nproc", type=int, help="ranks on this node (default: GPUs, or 2 on CPU)")
+    p.add_argument("--nodes", help="comma-separated hostnames, node 0 first (multi-node "
+                   "without Slurm)")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's index in --nodes")
+    p.add_argument("--job-id", help="allocation id all nodes share (derives MASTER_PORT)")
+    p.add_argument("--interface", help="socket interface (default: auto-detect)")
+    p.add_argument("--inject-fault", help="prove the hang path: never_join:<rank>")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run the gate from the command line.
+
+    Args:
+        argv: arguments without the program name.
+
+    Returns:
+        The exit status (see the module docstring).
+    """
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) and EXIT_USAGE
+    logging.basicConfig(
+        level=os.environ.get("AXBGATE_LOG_LEVEL", "WARNING"),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    from health.gate import run_health_gate  # noqa: PLC0415 - keep --help fast
+
+    try:
+        report = run_health_gate(
+            args.criteria,
+            nproc=args.nproc,
+            hostnames=args.nodes.split(",") if args.nodes else None,
+            node_rank=args.node_rank,
+            job_id=args.job_id,
+            interface=args.interface,
+            inject_fault=args.inject_fault,
+        )
+    except ValueError as exc:
+        sys.stderr.write(f"axbgate health: {exc}\n")
+        return EXIT_USAGE
+    if os.environ.get("SLURM_PROCID", "0") != "0" and args.nodes is None:
+        return report.exit_code
+    out = json.dumps(report.to_dict()) if args.json else report.format_table()
+    sys.stdout.write(out + "\n")
+    sys.stdout.write("\n".join(report.to_records()) + "\n")
+    sys.stdout.flush()
+    return report.exit_code
