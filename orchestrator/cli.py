@@ -240,6 +240,148 @@ def import_log_cmd(
         )
 
 
+@app.command("gate")
+def gate_cmd(
+    spec: Annotated[Path | None, typer.Option(help="Gate request as JSON or TOML (GateCreate).")] = None,
+    title: Annotated[str | None, typer.Option(help="What this gate decides.")] = None,
+    recipe: Annotated[str | None, typer.Option(help="Bundled trainer recipe (default tiny).")] = None,
+    command: Annotated[
+        str | None, typer.Option(help="External harness argv as a JSON list (record contract).")
+    ] = None,
+    repo: Annotated[str | None, typer.Option(help="Git repository of both sides' source.")] = None,
+    control_ref: Annotated[str | None, typer.Option(help="Control git ref (needs --repo).")] = None,
+    candidate_ref: Annotated[str | None, typer.Option(help="Candidate git ref (needs --repo).")] = None,
+    control_env: Annotated[list[str], typer.Option(help="Control env NAME=VALUE (repeat).")] = [],
+    candidate_env: Annotated[list[str], typer.Option(help="Candidate env NAME=VALUE (repeat).")] = [],
+    control_override: Annotated[list[str], typer.Option(help="Control recipe section.key=value.")] = [],
+    candidate_override: Annotated[list[str], typer.Option(help="Candidate recipe section.key=value.")] = [],
+    pattern: Annotated[str | None, typer.Option(help="Run pattern, e.g. 'A X B X A'.")] = None,
+    warmup_steps: Annotated[int | None, typer.Option(help="Warmup steps per run.")] = None,
+    measured_steps: Annotated[int | None, typer.Option(help="Measured steps per run.")] = None,
+    executor: Annotated[str | None, typer.Option(help="local, slurm or debug.")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes of the allocation.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node (0: CPU/gloo).")] = None,
+    ntasks_per_node: Annotated[int | None, typer.Option(help="Ranks per node.")] = None,
+    partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
+    time_limit_min: Annotated[int | None, typer.Option(help="Allocation time limit, minutes.")] = None,
+    policy: Annotated[str | None, typer.Option(help="Verdict policy.")] = None,
+    criteria: Annotated[str | None, typer.Option(help="Health criteria name or TOML path.")] = None,
+    no_health: Annotated[bool, typer.Option("--no-health", help="Skip the health gate.")] = False,
+    run_timeout_s: Annotated[float | None, typer.Option(help="Deadline of each run, s.")] = None,
+    max_extend: Annotated[int | None, typer.Option(help="Append X B while inconclusive, up to N times.")] = None,
+    tag: Annotated[list[str], typer.Option(help="Tag (repeat).")] = [],
+    family: Annotated[str | None, typer.Option(help="Family (groups gates in the ledger).")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Submit and return.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the gate as JSON.")] = False,
+) -> None:
+    """Run an A/X/B gate: health gate, then A, X, B on ONE allocation, then the verdict."""
+    from orchestrator import gates as use_cases
+    from orchestrator.cli_gate import _pairs, build_gate_request, follow_gate
+    from orchestrator.db.session import session_scope
+
+    try:
+        cmd_list = json.loads(command) if command else None
+        if cmd_list is not None and not (
+            isinstance(cmd_list, list) and all(isinstance(a, str) for a in cmd_list)
+        ):
+            _fail('--command must be a JSON list of strings, e.g. \'["python", "bench.py"]\'')
+    except json.JSONDecodeError as exc:
+        _fail(f"--command must be a JSON list of strings ({exc.msg})")
+    overrides: dict[str, Any] = {
+        "title": title,
+        "workload": ({"command": cmd_list} if cmd_list else {"recipe": recipe}) if (cmd_list or recipe) else None,
+        "control.source.repo": repo if (repo and control_ref) else None,
+        "control.source.ref": control_ref,
+        "candidate.source.repo": repo if (repo and candidate_ref) else None,
+        "candidate.source.ref": candidate_ref,
+        "control.env": _pairs("--control-env", control_env) or None,
+        "candidate.env": _pairs("--candidate-env", candidate_env) or None,
+        "control.recipe_overrides": control_override or None,
+        "candidate.recipe_overrides": candidate_override or None,
+        "run_pattern": pattern,
+        "warmup_steps": warmup_steps,
+        "measured_steps": measured_steps,
+        "executor": executor,
+        "topology.nodes": nodes,
+        "topology.gpus_per_node": gpus_per_node,
+        "topology.ntasks_per_node": ntasks_per_node,
+        "topology.partition": partition,
+        "topology.time_limit_min": time_limit_min,
+        "policy": policy,
+        "health.criteria": criteria,
+        "health.enabled": False if no_health else None,
+        "run_timeout_s": run_timeout_s,
+        "max_extend": max_extend,
+        "tags": tag or None,
+        "family": family,
+    }
+    try:
+        gate_in = build_gate_request(spec_file=spec, overrides=overrides)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    settings = _settings()
+    engine = _engine()
+    try:
+        with session_scope(engine) as session:
+            gate, _ = use_cases.submit_gate(session=session, gate_in=gate_in,
+                                            default_executor=settings.executor.kind)
+    except AxbgateError as exc:
+        _fail(str(exc))
+    if not as_json:
+        typer.echo(f"gate {gate.id} queued: pattern {gate.run_pattern}, executor {gate.executor}")
+    if no_wait:
+        if as_json:
+            _echo_json(gate.model_dump(mode="json"))
+        return
+    follow_gate(engine, settings, gate.id, quiet=as_json)
+    _show_gate(engine, gate.id, as_json)
+
+
+def _show_gate(engine, gate_id: int, as_json: bool) -> None:
+    from orchestrator import gates as use_cases
+    from orchestrator.db.session import session_scope
+
+    with session_scope(engine) as session:
+        gate = use_cases.get_gate(session=session, gate_id=gate_id)
+        report = use_cases.gate_overhead(session=session, gate_id=gate_id,
+                                         data_dir=_settings().data_dir)
+    if as_json:
+        out = gate.model_dump(mode="json")
+        out["overhead"] = report
+        _echo_json(out)
+    else:
+        _print_gate(gate, report)
+    if gate.status != "succeeded":
+        raise typer.Exit(1)
+
+
+def _print_gate(gate, report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"gate {gate.id}: {gate.title or gate.run_pattern} [{gate.status}]")
+    for col in ("run", "role", "status", "median ms", "MFU %", "steps", "error"):
+        table.add_column(col)
+    for run in gate.runs:
+        table.add_row(str(run.order), run.role or "-", run.status,
+                      f"{run.median_step_s * 1e3:.3f}" if run.median_step_s else "-",
+                      f"{run.mfu_pct:.2f}" if run.mfu_pct is not None else "-",
+                      str(len(run.slowest_rank_step_s)), (run.error or "")[:60])
+    console.print(table)
+    if gate.status_reason:
+        console.print(f"reason: {gate.status_reason}")
+    for v in gate.verdicts:
+        if v.is_primary or v.policy == "drift":
+            _print_verdict(v.numbers)
+    if report.get("allocation_wall_s"):
+        console.print(
+            f"allocation wall {report['allocation_wall_s']:.1f} s: measured steps "
+            f"{report['measured_s']:.1f} s, health {report['health_s']:.1f} s, "
+            f"overhead (compile/warmup/health/launch) {report['overhead_pct']:.1f} %"
+        )
+
+
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Apply migrations up to REVISION (default: newest)."""

@@ -1,0 +1,106 @@
+"""``slurm`` executor: real ``sbatch`` through submitit; one allocation-sized job per gate.
+
+The driver runs in the batch step itself (submitit ``use_srun=False``), so each run can
+be a full-width ``srun`` job step of the allocation. Job state comes from ``sacct``
+(through submitit) with ``squeue``/``scontrol`` as a fallback, because without
+accounting ``sacct`` answers nothing (shared/SLURM_CI.md); the driver's own
+``status.json`` is the primary record of what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import submitit
+
+from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
+from orchestrator.executors.driver import run_gate
+from orchestrator.executors.plan import GatePlan
+
+__all__ = ["SlurmGateExecutor", "parse_squeue"]
+
+logger = logging.getLogger(__name__)
+
+_STARTED_STATES = {"RUNNING", "COMPLETING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL",
+                   "OUT_OF_MEMORY", "PREEMPTED", "SUSPENDED", "STOPPED"}
+
+
+def parse_squeue(text: str) -> dict[str, str]:
+    """Parse ``squeue -h -o '%i %T'`` output into ``{job_id: state}`` (pure)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out[parts[0]] = parts[1]
+    return out
+
+
+class SlurmGateExecutor(BaseGateExecutor):
+    """Submits gates with ``sbatch`` (submitit ``SlurmExecutor``)."""
+
+    kind = "slurm"
+
+    def __init__(self, *, partition: str | None = None, account: str | None = None) -> None:
+        self.partition = partition
+        self.account = account
+
+    def submit(self, plan: GatePlan, topology: dict | None = None) -> JobRef:
+        """Submit the driver as one job sized for the runs (nodes x ranks per node)."""
+        topology = topology or {}
+        folder = Path(plan.gate_dir) / "submitit"
+        executor = submitit.SlurmExecutor(folder=folder)
+        params = dict(
+            nodes=plan.nodes,
+            ntasks_per_node=plan.ranks_per_node,
+            cpus_per_task=int(topology.get("cpus_per_task", 1)),
+            time=int(topology.get("time_limit_min", 60)),
+            job_name=f"axbgate-gate-{plan.gate_id}",
+            use_srun=False,
+        )
+        if plan.gpus_per_node:
+            params["gpus_per_node"] = plan.gpus_per_node
+        partition = topology.get("partition") or self.partition
+        if partition:
+            params["partition"] = partition
+        account = topology.get("account") or self.account
+        if account:
+            params["account"] = account
+        if topology.get("qos"):
+            params["qos"] = topology["qos"]
+        if topology.get("extra_slurm"):
+            params["additional_parameters"] = dict(topology["extra_slurm"])
+        executor.update_parameters(**params)
+        job = executor.submit(run_gate, str(Path(plan.gate_dir) / "plan.json"))
+        logger.info("gate=%s slurm job %s", plan.gate_id, job.job_id)
+        return JobRef(job_id=str(job.job_id), folder=str(folder))
+
+    def poll(self, refs: Sequence[JobRef]) -> dict[str, JobState]:
+        """One ``sacct`` for all jobs (submitit's watcher), ``squeue`` when it is silent."""
+        if not refs:
+            return {}
+        states: dict[str, str] = {}
+        try:
+            jobs = [submitit.SlurmJob(folder=r.folder, job_id=r.job_id) for r in refs]
+            for job in jobs:
+                states[job.job_id] = job.watcher.get_state(job.job_id, mode="force")
+        except Exception as exc:  # sacct missing or failing: fall back below
+            logger.warning("sacct poll failed: %s", exc)
+        unknown = [r.job_id for r in refs if states.get(r.job_id, "UNKNOWN") == "UNKNOWN"]
+        if unknown:
+            proc = subprocess.run(
+                ["squeue", "-h", "-o", "%i %T", "-j", ",".join(unknown)],
+                capture_output=True, text=True, timeout=60, check=False,
+            )
+            states.update(parse_squeue(proc.stdout))
+        out = {}
+        for ref in refs:
+            state = states.get(ref.job_id, "UNKNOWN")
+            out[ref.job_id] = JobState(state, started=state.split()[0] in _STARTED_STATES)
+        return out
+
+    def cancel(self, ref: JobRef) -> None:
+        """``scancel`` the job (Slurm sends SIGTERM to the batch step, then SIGKILL)."""
+        subprocess.run(["scancel", ref.job_id], capture_output=True, timeout=60, check=False)

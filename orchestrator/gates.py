@@ -1,0 +1,247 @@
+"""Use cases of the gate lifecycle. Each function is one transaction's worth of work
+(the caller commits); API routes, pages, the CLI and services call these and nothing
+below them.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from orchestrator import store
+from orchestrator.db.models import Gate
+from orchestrator.errors import Conflict, ValidationFailed
+from orchestrator.gate_spec import GateCreate, parse_pattern
+from orchestrator.lifecycle import TERMINAL_GATE_STATUSES, transition
+from orchestrator.schemas import GatePublic
+from orchestrator.sources import project_source_state, resolve_ref
+
+__all__ = [
+    "cancel_gate",
+    "gate_overhead",
+    "get_gate",
+    "record_decision",
+    "resolve_recipe",
+    "submit_gate",
+]
+
+logger = logging.getLogger(__name__)
+
+DECISIONS = ("accept", "reject", "neutral", "rerun")
+
+
+def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:
+    """Validate the bundled-trainer recipe of one side with its overrides.
+
+    Args:
+        gate_in: The request.
+        side: ``"control"`` or ``"candidate"``.
+
+    Returns:
+        The resolved recipe as a dict, or ``None`` for an external command workload.
+
+    Raises:
+        ValidationFailed: Unknown recipe, unknown key or invalid value (named).
+    """
+    if gate_in.workload.recipe is None:
+        return None
+    from trainer import load_recipe
+
+    overrides = [
+        *getattr(gate_in, side).recipe_overrides,
+        f"measure.warmup_steps={gate_in.warmup_steps}",
+        f"measure.measured_steps={gate_in.measured_steps}",
+    ]
+    try:
+        return load_recipe(gate_in.workload.recipe, overrides).model_dump(mode="json")
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        field = f"{side}.recipe_overrides" if getattr(gate_in, side).recipe_overrides else "workload.recipe"
+        raise ValidationFailed(field, str(exc)) from None
+
+
+def _resolve_side(gate_in: GateCreate, side: str) -> dict[str, Any]:
+    spec = getattr(gate_in, side)
+    data = spec.model_dump(mode="json")
+    src = spec.source
+    if src.repo is not None and src.sha is None:
+        data["source"]["sha"] = resolve_ref(src.repo, src.ref or "HEAD", field=f"{side}.source.ref")
+    if src.repo is None:
+        sha, dirty = project_source_state()
+        data["source"]["sha"] = sha
+        data["source"]["dirty"] = dirty
+    return data
+
+
+def submit_gate(
+    *,
+    session: Session,
+    gate_in: GateCreate,
+    default_executor: str = "local",
+    idempotency_key: str | None = None,
+    parent_gate_id: int | None = None,
+    repository_id: int | None = None,
+) -> tuple[GatePublic, bool]:
+    """Validate a gate request and store it as ``queued`` with one pending run per role.
+
+    Args:
+        session: Open session (the caller commits).
+        gate_in: The validated request.
+        default_executor: Executor when the request names none.
+        idempotency_key: A repeat with the same key returns the first gate.
+        parent_gate_id: Bisection parent.
+        repository_id: Tracked repository of a re-gate.
+
+    Returns:
+        ``(gate, created)``; ``created`` is False for an idempotent repeat.
+
+    Raises:
+        ValidationFailed: A recipe override or a source ref is invalid (field named).
+    """
+    if idempotency_key:
+        existing = store.gates.get_gate_by_idempotency_key(session=session, key=idempotency_key)
+        if existing is not None:
+            return GatePublic.model_validate(existing), False
+    control_recipe = resolve_recipe(gate_in, "control")
+    candidate_recipe = resolve_recipe(gate_in, "candidate")
+    control = _resolve_side(gate_in, "control")
+    candidate = _resolve_side(gate_in, "candidate")
+    if candidate_recipe is not None:
+        candidate["recipe"] = candidate_recipe
+    fields = dict(
+        kind=gate_in.kind,
+        title=gate_in.title,
+        family=gate_in.family,
+        tags=gate_in.tags,
+        control_spec=control,
+        candidate_spec=candidate,
+        workload=gate_in.workload.model_dump(mode="json"),
+        recipe=control_recipe or {},
+        recipe_name=gate_in.workload.recipe,
+        topology_request=gate_in.topology.model_dump(mode="json"),
+        run_pattern=gate_in.run_pattern,
+        num_warmup_steps=gate_in.warmup_steps,
+        num_measured_steps=gate_in.measured_steps,
+        policy=gate_in.policy,
+        policy_params={
+            **gate_in.policy_params,
+            "_health": gate_in.health.model_dump(mode="json"),
+            "_run_timeout_s": gate_in.run_timeout_s,
+            "_max_extend": gate_in.max_extend,
+        },
+        executor=gate_in.executor or default_executor,
+        idempotency_key=idempotency_key,
+        parent_gate_id=parent_gate_id,
+        repository_id=repository_id,
+    )
+    try:
+        gate = store.gates.create_gate(session=session, **fields)
+    except Conflict:
+        existing = store.gates.get_gate_by_idempotency_key(session=session, key=idempotency_key or "")
+        if existing is None:
+            raise
+        return GatePublic.model_validate(existing), False
+    for order, role in enumerate(parse_pattern(gate_in.run_pattern)):
+        side = control if role in ("A", "B") else candidate
+        store.runs.create_run(
+            session=session,
+            gate_id=gate.id,
+            role=role,
+            order=order,
+            status="pending",
+            source_ref=side["source"].get("ref"),
+            source_sha=side["source"].get("sha"),
+            source_dirty=bool(side["source"].get("dirty", False)),
+            env=side["env"],
+        )
+    session.refresh(gate)
+    logger.info("gate=%s queued pattern=%s executor=%s", gate.id, gate.run_pattern, gate.executor)
+    return GatePublic.model_validate(gate), True
+
+
+def get_gate(*, session: Session, gate_id: int) -> GatePublic:
+    """Return one gate with its runs and verdicts.
+
+    Raises:
+        NotFound: No gate has that id.
+    """
+    return GatePublic.model_validate(store.gates.get_gate(session=session, gate_id=gate_id))
+
+
+def cancel_gate(*, session: Session, gate_id: int, reason: str = "cancelled by user") -> Gate:
+    """Mark a gate cancelled; the dispatcher/poller cancels its job (``scancel``).
+
+    Pending and running runs become ``cancelled``. Cancelling a finished gate is a
+    conflict.
+
+    Raises:
+        NotFound: No gate has that id.
+        InvalidTransition: The gate already finished.
+    """
+    gate = store.gates.get_gate(session=session, gate_id=gate_id)
+    transition(gate, "cancelled", reason=reason)
+    for run in gate.runs:
+        if run.status in ("pending", "running"):
+            transition(run, "cancelled", reason=reason)
+    session.flush()
+    return gate
+
+
+def record_decision(
+    *, session: Session, gate_id: int, decided_by: str, decision: str, reason: str
+):
+    """Append a human decision to a gate (append-only; the newest supersedes).
+
+    Raises:
+        NotFound: No gate has that id.
+        ValidationFailed: Unknown decision or an override of the timing verdict without
+            a reason.
+    """
+    gate = store.gates.get_gate(session=session, gate_id=gate_id)
+    if decision not in DECISIONS:
+        raise ValidationFailed("decision", f"must be one of {', '.join(DECISIONS)}")
+    if not decided_by.strip():
+        raise ValidationFailed("decided_by", "must name who decided")
+    primary = next((v for v in reversed(gate.verdicts) if v.is_primary), None)
+    if not reason.strip() and (primary is None or primary.verdict != decision):
+        raise ValidationFailed("reason", "a decision that differs from the timing verdict needs a reason")
+    if gate.status not in TERMINAL_GATE_STATUSES:
+        raise Conflict(f"gate {gate_id} is {gate.status}; decide once it has finished")
+    return store.decisions.add_decision(
+        session=session, gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason
+    )
+
+
+def gate_overhead(*, session: Session, gate_id: int, data_dir: Path) -> dict[str, Any]:
+    """Where the allocation's wall time went, from the driver's timeline.
+
+    Returns:
+        ``allocation_wall_s`` (driver start to end), ``measured_s`` (sum of measured
+        slowest-rank step times of all runs), ``health_s``, ``runs_wall_s`` and
+        ``overhead_pct`` = 100 x (1 - measured / allocation wall): compile, warmup,
+        health, process launch and teardown. Empty when the driver has not finished.
+    """
+    from orchestrator.executors.plan import read_json
+    from orchestrator.ingest import gate_dir
+
+    store.gates.get_gate(session=session, gate_id=gate_id)
+    status = read_json(gate_dir(data_dir, gate_id) / "status.json")
+    if not status or not status.get("ended_at"):
+        return {}
+    import datetime as dt
+
+    wall = (dt.datetime.fromisoformat(status["ended_at"])
+            - dt.datetime.fromisoformat(status["started_at"])).total_seconds()
+    timeline = status.get("timeline", [])
+    measured = sum(t.get("measured_s") or 0.0 for t in timeline if t.get("phase") == "run")
+    health = sum(t.get("wall_s") or 0.0 for t in timeline if str(t.get("phase")).startswith("health"))
+    runs = sum(t.get("wall_s") or 0.0 for t in timeline if t.get("phase") == "run")
+    return {
+        "allocation_wall_s": wall,
+        "measured_s": measured,
+        "health_s": health,
+        "runs_wall_s": runs,
+        "overhead_pct": 100.0 * (1.0 - measured / wall) if wall > 0 else None,
+    }

@@ -1,0 +1,104 @@
+"""Gate, run and verdict output models (``*Public``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["GatePublic", "GatesPublic", "RunPublic", "VerdictPublic"]
+
+
+class RunPublic(BaseModel):
+    """One run of a gate."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    gate_id: int | None
+    allocation_id: int | None
+    role: str | None
+    order: int
+    status: str
+    source_ref: str | None = None
+    source_sha: str | None = None
+    source_dirty: bool = False
+    env: dict[str, Any] = {}
+    command: list[Any] = []
+    exit_code: int | None = None
+    error: str | None = None
+    slowest_rank_step_s: list[float] = []
+    num_warmup_steps: int | None = None
+    num_measured_steps: int | None = None
+    median_step_s: float | None = None
+    mfu_pct: float | None = None
+    samples_per_s: float | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    world_size: int | None = None
+    local_batch_size: int | None = None
+    grad_accum_steps: int | None = None
+    versions: dict[str, Any] = {}
+    clocks: dict[str, Any] = {}
+    started_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+
+
+class VerdictPublic(BaseModel):
+    """A timing verdict with every number the policy computed."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    policy: str
+    policy_version: str
+    params: dict[str, Any]
+    verdict: str
+    numbers: dict[str, Any]
+    is_primary: bool
+    created_at: dt.datetime
+
+
+class GatePublic(BaseModel):
+    """A gate with its runs and verdicts."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    kind: str
+    title: str
+    family: str | None
+    tags: list[str]
+    status: str
+    status_reason: str | None
+    control_spec: dict[str, Any]
+    candidate_spec: dict[str, Any]
+    workload: dict[str, Any]
+    recipe_name: str | None
+    recipe: dict[str, Any]
+    topology_request: dict[str, Any]
+    run_pattern: str
+    num_warmup_steps: int
+    num_measured_steps: int
+    policy: str
+    policy_params: dict[str, Any]
+    executor: str
+    job_ref: str | None
+    allocation_id: int | None
+    parent_gate_id: int | None
+    repository_id: int | None
+    idempotency_key: str | None
+    created_at: dt.datetime
+    submitted_at: dt.datetime | None
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None
+    runs: list[RunPublic] = []
+    verdicts: list[VerdictPublic] = []
+
+
+class GatesPublic(BaseModel):
+    """A page of gates."""
+
+    data: list[GatePublic]
+    count: int
