@@ -1,0 +1,36 @@
+"""Background services started in the FastAPI lifespan (dispatcher, poller, nightly).
+
+Each service is an object with ``start()`` and ``stop()`` (Prefect ``services/base.py``).
+:func:`build_services` is the single hook the API lifespan calls; it returns the services
+enabled by the settings, started in list order and stopped in reverse order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["BaseService", "build_services"]
+
+
+class BaseService(Protocol):
+    """What the lifespan needs from a background service."""
+
+    def start(self) -> Any:
+        """Start the service's loop (may return an awaitable)."""
+
+    def stop(self) -> Any:
+        """Stop the loop and wait for the current pass to finish (may return an awaitable)."""
+
+
+def build_services(settings: Any) -> list[BaseService]:
+    """Return the background services to run inside ``axbgate serve``.
+
+    Args:
+        settings: The :class:`~orchestrator.settings.Settings` of the process.
+
+    Returns:
+        The services in start order. No service is implemented yet, so the list is
+        empty; the dispatcher, poller and nightly scheduler are appended here.
+    """
+    del settings
+    return []

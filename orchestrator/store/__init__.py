@@ -1,5 +1,5 @@
 """SQL only: keyword-only functions that ``flush()`` and never ``commit()``."""
 
-from orchestrator.store import allocations, artifacts, decisions, gates, runs, verdicts
+from orchestrator.store import allocations, artifacts, decisions, gates, ledger, runs, tokens, verdicts
 
-__all__ = ["allocations", "artifacts", "decisions", "gates", "runs", "verdicts"]
+__all__ = ["allocations", "artifacts", "decisions", "gates", "ledger", "runs", "tokens", "verdicts"]

@@ -1,0 +1,206 @@
+"""Read-side queries of the decision ledger: filtered gate pages, eligibility, history.
+
+A gate's *effective decision* is its newest recorded decision, else its primary timing
+verdict (DESIGN.md section 1). Filters and ordering run in SQL on both backends; the
+page is loaded with one query plus one count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+
+from sqlalchemy import Select, String, and_, cast, func, or_, select
+from sqlalchemy.orm import Session, aliased, defer
+
+from orchestrator.db.models import Allocation, Artifact, Decision, Gate, TrackedRepository, Verdict
+
+__all__ = [
+    "GateQuery",
+    "LedgerRow",
+    "all_rows",
+    "artifacts_of_gate",
+    "eligible_accepted_rows",
+    "family_rows",
+    "gate_row",
+    "list_gate_rows",
+]
+
+LedgerRow = tuple[Gate, Verdict | None, Decision | None, Allocation | None]
+"""A gate with its primary verdict, newest decision and allocation (each may be missing)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GateQuery:
+    """Filters of a ledger page; ``None`` means no filter on that field."""
+
+    status: str | None = None
+    verdict: str | None = None
+    decision: str | None = None
+    kind: str | None = None
+    tag: str | None = None
+    family: str | None = None
+    topology: str | None = None
+    recipe: str | None = None
+    repository: str | None = None
+    q: str | None = None
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+    baseline_eligible: bool | None = None
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _base_select():
+    """Gate joined with its primary verdict, newest decision and allocation."""
+    newest = (
+        select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+        .group_by(Decision.gate_id)
+        .subquery("newest_decision")
+    )
+    dec = aliased(Decision, name="dec")
+    ver = aliased(Verdict, name="ver")
+    alloc = aliased(Allocation, name="alloc")
+    stmt = (
+        select(Gate, ver, dec, alloc)
+        .outerjoin(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
+        .outerjoin(newest, newest.c.gate_id == Gate.id)
+        .outerjoin(dec, dec.id == newest.c.decision_id)
+        .outerjoin(alloc, alloc.id == Gate.allocation_id)
+        .options(defer(Gate.recipe), defer(Gate.policy_params))
+    )
+    return stmt, ver, dec, alloc
+
+
+def _eligible(alloc) -> object:
+    return and_(Gate.status == "succeeded", alloc.health_verdict == "healthy")
+
+
+def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
+    conds = []
+    if query.status is not None:
+        conds.append(Gate.status == query.status)
+    if query.verdict is not None:
+        conds.append(ver.verdict == query.verdict)
+    if query.decision is not None:
+        conds.append(func.coalesce(dec.decision, ver.verdict) == query.decision)
+    if query.kind is not None:
+        conds.append(Gate.kind == query.kind)
+    if query.tag is not None:
+        # Tags are validated to [A-Za-z0-9_.:/+-], so the quoted JSON element is exact.
+        pattern = f'%"{_like_escape(query.tag)}"%'
+        conds.append(cast(Gate.tags, String).like(pattern, escape="\\"))
+    if query.family is not None:
+        conds.append(Gate.family == query.family)
+    if query.topology is not None:
+        conds.append(alloc.topology == query.topology)
+    if query.recipe is not None:
+        conds.append(Gate.recipe_name == query.recipe)
+    if query.repository is not None:
+        tracked = select(TrackedRepository.id).where(TrackedRepository.url == query.repository)
+        conds.append(
+            or_(
+                Gate.repository_id.in_(tracked.scalar_subquery()),
+                Gate.candidate_spec["source"]["repo"].as_string() == query.repository,
+            )
+        )
+    if query.q is not None:
+        pattern = f"%{_like_escape(query.q.lower())}%"
+        conds.append(
+            or_(
+                func.lower(Gate.title).like(pattern, escape="\\"),
+                func.lower(func.coalesce(Gate.family, "")).like(pattern, escape="\\"),
+            )
+        )
+    if query.created_after is not None:
+        conds.append(Gate.created_at >= query.created_after)
+    if query.created_before is not None:
+        conds.append(Gate.created_at < query.created_before)
+    if query.baseline_eligible is True:
+        conds.append(_eligible(alloc))
+    elif query.baseline_eligible is False:
+        conds.append(or_(Gate.status != "succeeded", alloc.health_verdict.is_(None),
+                         alloc.health_verdict != "healthy"))
+    return stmt.where(*conds) if conds else stmt
+
+
+def list_gate_rows(
+    *, session: Session, query: GateQuery, skip: int = 0, limit: int = 50
+) -> tuple[list[LedgerRow], int]:
+    """Return one page of ledger rows, newest first, and the total matching count.
+
+    Args:
+        session: Open session.
+        query: Filters.
+        skip: Rows to skip.
+        limit: Rows to return.
+
+    Returns:
+        ``(rows, count)``.
+    """
+    stmt, ver, dec, alloc = _base_select()
+    stmt = _apply_filters(stmt, query, ver, dec, alloc)
+    count = session.scalar(select(func.count()).select_from(stmt.with_only_columns(Gate.id).subquery()))
+    page = stmt.order_by(Gate.created_at.desc(), Gate.id.desc()).offset(skip).limit(limit)
+    rows = [tuple(r) for r in session.execute(page).all()]
+    return rows, int(count or 0)  # type: ignore[return-value]
+
+
+def gate_row(*, session: Session, gate_id: int) -> LedgerRow | None:
+    """Return the ledger row of one gate, or ``None``."""
+    stmt, _ver, _dec, _alloc = _base_select()
+    row = session.execute(stmt.where(Gate.id == gate_id)).first()
+    return tuple(row) if row is not None else None  # type: ignore[return-value]
+
+
+def family_rows(
+    *, session: Session, gate: Gate, limit: int = 20
+) -> list[LedgerRow]:
+    """Return earlier gates of the same family (or the same title when there is none).
+
+    Args:
+        session: Open session.
+        gate: The gate whose history is wanted.
+        limit: Most rows to return.
+
+    Returns:
+        Ledger rows created before ``gate``, newest first.
+    """
+    stmt, _ver, _dec, _alloc = _base_select()
+    if gate.family:
+        same = Gate.family == gate.family
+    elif gate.title:
+        same = and_(Gate.family.is_(None), Gate.title == gate.title)
+    else:
+        return []
+    stmt = stmt.where(same, Gate.id < gate.id).order_by(Gate.id.desc()).limit(limit)
+    return [tuple(r) for r in session.execute(stmt).all()]  # type: ignore[misc]
+
+
+def eligible_accepted_rows(*, session: Session) -> list[LedgerRow]:
+    """Return every baseline-eligible gate whose effective decision is ``accept``."""
+    stmt, ver, dec, alloc = _base_select()
+    stmt = stmt.where(_eligible(alloc), func.coalesce(dec.decision, ver.verdict) == "accept")
+    return [tuple(r) for r in session.execute(stmt.order_by(Gate.id)).all()]  # type: ignore[misc]
+
+
+def all_rows(*, session: Session, gate_ids: Sequence[int] | None = None) -> list[LedgerRow]:
+    """Return ledger rows of every gate (or of ``gate_ids``), oldest first."""
+    stmt, _ver, _dec, _alloc = _base_select()
+    if gate_ids is not None:
+        stmt = stmt.where(Gate.id.in_(list(gate_ids)))
+    return [tuple(r) for r in session.execute(stmt.order_by(Gate.id)).all()]  # type: ignore[misc]
+
+
+def artifacts_of_gate(*, session: Session, gate: Gate) -> list[Artifact]:
+    """Return the artifacts of a gate, its runs and its allocation, oldest first."""
+    run_ids = [r.id for r in gate.runs]
+    conds = [Artifact.gate_id == gate.id]
+    if run_ids:
+        conds.append(Artifact.run_id.in_(run_ids))
+    if gate.allocation_id is not None:
+        conds.append(Artifact.allocation_id == gate.allocation_id)
+    return list(session.scalars(select(Artifact).where(or_(*conds)).order_by(Artifact.id)))

@@ -1,0 +1,30 @@
+// Records a decision through POST /gates/{id}/decisions with the bearer token typed in the form.
+(function () {
+  "use strict";
+  var form = document.getElementById("decision-form");
+  if (!form) { return; }
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var message = document.getElementById("decision-message");
+    var body = { decision: form.decision.value, reason: form.reason.value };
+    if (form.decided_by.value) { body.decided_by = form.decided_by.value; }
+    message.textContent = "saving...";
+    fetch("/gates/" + form.dataset.gateId + "/decisions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "Authorization": "Bearer " + form.token.value },
+      body: JSON.stringify(body)
+    }).then(function (resp) {
+      return resp.json().then(function (data) { return { ok: resp.ok, status: resp.status, data: data }; });
+    }).then(function (res) {
+      if (res.ok) {
+        message.textContent = "recorded";
+        window.location.reload();
+        return;
+      }
+      var detail = (res.data && res.data.detail) || [];
+      message.textContent = "error " + res.status + ": " + detail.map(function (d) {
+        return (d.loc || []).join(".") + " " + d.msg;
+      }).join("; ");
+    }).catch(function (err) { message.textContent = "error: " + err; });
+  });
+})();
