@@ -1,0 +1,212 @@
+"""Whole A/X/B gates through the real `local` executor (submitit subprocess + driver)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+
+from orchestrator import gates as use_cases
+from orchestrator.db.migrate import upgrade
+from orchestrator.db.models import Allocation, Artifact, Gate, HealthCheck, Run, RunStep, Verdict
+from orchestrator.services.gates import dispatch_pass, poll_pass
+from orchestrator.settings import get_settings
+from tests.factories import harness_gate, make_harness_repo
+
+
+@pytest.fixture
+def ledger():
+    settings = get_settings()
+    upgrade(settings.database_url)
+    engine = create_engine(settings.database_url)
+    yield engine, settings
+    engine.dispose()
+
+
+def _submit(engine, gate_in) -> int:
+    with Session(engine) as session:
+        gate, created = use_cases.submit_gate(session=session, gate_in=gate_in)
+        session.commit()
+    assert created
+    return gate.id
+
+
+def _run_to_end(engine, settings, gate_id: int, timeout_s: float = 120.0) -> Gate:
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        with Session(engine, expire_on_commit=False) as session:
+            gate = session.get(Gate, gate_id)
+            if gate.status in ("succeeded", "failed", "cancelled"):
+                return gate
+        time.sleep(0.5)
+    raise AssertionError(f"gate {gate_id} did not finish in {timeout_s} s")
+
+
+def _runs(engine, gate_id):
+    with Session(engine) as session:
+        return [(r.role, r.status, r.median_step_s, r.error)
+                for r in session.scalars(select(Run).where(Run.gate_id == gate_id).order_by(Run.order))]
+
+
+def test_env_override_gate_accepts_faster_candidate(ledger):
+    engine, settings = ledger
+    gate_id = _submit(engine, harness_gate(control_ms=100.0, candidate_ms=95.0, health=True))
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "succeeded", gate.status_reason
+    runs = _runs(engine, gate_id)
+    assert [r[:2] for r in runs] == [("A", "succeeded"), ("X", "succeeded"), ("B", "succeeded")]
+    # Harness median of measured steps 2..6 with the fixed jitter: 100 ms x (1 + 0.0002) etc.
+    assert runs[0][2] == pytest.approx(0.1, rel=5e-4)
+    assert runs[1][2] == pytest.approx(0.095, rel=5e-4)
+    with Session(engine) as session:
+        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id,
+                                                       Verdict.is_primary.is_(True))).one()
+        assert verdict.verdict == "accept" and verdict.policy == "drift"
+        assert verdict.numbers["delta_pct"] == pytest.approx(-5.0, abs=0.1)
+        steps = list(session.scalars(select(RunStep).join(Run).where(Run.gate_id == gate_id)))
+        assert len(steps) == 3 * 7
+        logs = list(session.scalars(select(Artifact).where(Artifact.gate_id == gate_id,
+                                                           Artifact.kind == "log")))
+        assert len(logs) == 3
+        for art in logs:
+            assert hashlib.sha256(Path(art.path).read_bytes()).hexdigest() == art.sha256
+        alloc = session.get(Allocation, session.get(Gate, gate_id).allocation_id)
+        assert alloc.health_verdict == "healthy"
+        checks = list(session.scalars(select(HealthCheck).where(HealthCheck.allocation_id == alloc.id)))
+        assert checks and all(c.status in ("PASS", "WARN") for c in checks)
+        assert {r.allocation_id for r in session.get(Gate, gate_id).runs} == {alloc.id}
+    report = None
+    with Session(engine) as session:
+        report = use_cases.gate_overhead(session=session, gate_id=gate_id, data_dir=settings.data_dir)
+    assert report["measured_s"] == pytest.approx(5 * 0.1 + 5 * 0.095 + 5 * 0.1, rel=1e-3)
+    assert 0 < report["overhead_pct"] < 100
+
+
+@pytest.mark.parametrize(
+    "fault, fragment",
+    [("crash", "exited with status 3"), ("nan", "non-finite loss"),
+     ("short", "finished 6 of 7 steps"), ("garbage", "malformed record")],
+)
+def test_failing_candidate_fails_gate_and_keeps_earlier_runs(ledger, fault, fragment):
+    engine, settings = ledger
+    gate_in = harness_gate()
+    gate_in.candidate.env["HARNESS_FAULT"] = fault
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "failed"
+    assert fragment in gate.status_reason
+    runs = _runs(engine, gate_id)
+    assert runs[0][1] == "succeeded" and runs[0][2] == pytest.approx(0.1, rel=5e-4)
+    assert runs[1][1] == "failed" and fragment in runs[1][3]
+    assert runs[2][1] == "skipped"
+    with Session(engine) as session:
+        assert list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id))) == []
+
+
+def test_hanging_run_hits_its_deadline(ledger):
+    engine, settings = ledger
+    gate_in = harness_gate(run_timeout_s=3)
+    gate_in.candidate.env["HARNESS_FAULT"] = "hang"
+    gate_id = _submit(engine, gate_in)
+    start = time.monotonic()
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "failed" and "deadline of 3 s" in gate.status_reason
+    assert time.monotonic() - start < 60
+
+
+def test_two_commits_of_a_git_repository(ledger, tmp_path):
+    engine, settings = ledger
+    repo, shas = make_harness_repo(tmp_path, [100.0, 110.0])
+    gate_in = harness_gate(
+        workload={"command": [sys.executable, "{source_dir}/harness.py", "{warmup_steps}", "{measured_steps}"]},
+        control={"source": {"repo": str(repo), "ref": "HEAD~1"}},
+        candidate={"source": {"repo": str(repo), "ref": "main"}},
+    )
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "succeeded", gate.status_reason
+    with Session(engine) as session:
+        runs = sorted(session.get(Gate, gate_id).runs, key=lambda r: r.order)
+        assert [r.source_sha for r in runs] == [shas[0], shas[1], shas[0]]
+        assert runs[1].median_step_s == pytest.approx(0.110, rel=5e-4)
+        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).first()
+        assert verdict.verdict == "reject"
+
+
+def test_cancel_stops_the_job(ledger):
+    engine, settings = ledger
+    gate_in = harness_gate(run_timeout_s=600)
+    gate_in.control.env["HARNESS_FAULT"] = "hang"
+    gate_id = _submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    folder = settings.data_dir / "gates" / f"{gate_id:06d}"
+    deadline = time.monotonic() + 30
+    while not (folder / "runs" / "00-A.started.json").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    with Session(engine) as session:
+        use_cases.cancel_gate(session=session, gate_id=gate_id)
+        session.commit()
+    poll_pass(engine, settings, gate_ids=[gate_id])
+    deadline = time.monotonic() + 30
+    import json
+
+    while True:
+        status = json.loads((folder / "status.json").read_text())
+        if status["state"] == "cancelled":
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.3)
+    with Session(engine) as session:
+        gate = session.get(Gate, gate_id)
+        assert gate.status == "cancelled"
+        assert {r.status for r in gate.runs} == {"cancelled"}
+
+
+def test_restarted_service_reattaches_and_records_once(ledger):
+    engine, settings = ledger
+    gate_id = _submit(engine, harness_gate(control_ms=50.0, candidate_ms=50.0))
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    poll_pass(engine, settings, gate_ids=[gate_id])
+    engine.dispose()
+    get_settings.cache_clear()
+    engine2 = create_engine(get_settings().database_url)  # "restarted" service
+    gate = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        poll_pass(engine2, get_settings(), gate_ids=[gate_id])
+        poll_pass(engine2, get_settings(), gate_ids=[gate_id])  # a duplicate pass adds nothing
+        with Session(engine2) as session:
+            gate = session.get(Gate, gate_id)
+            if gate.status == "succeeded":
+                break
+        time.sleep(0.5)
+    with Session(engine2) as session:
+        assert session.get(Gate, gate_id).status == "succeeded"
+        assert len(list(session.scalars(select(Run).where(Run.gate_id == gate_id)))) == 3
+        assert len(list(session.scalars(select(RunStep).join(Run).where(Run.gate_id == gate_id)))) == 21
+        assert len(list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)))) == 1
+    engine2.dispose()
+
+
+def test_health_failure_means_no_runs(ledger, tmp_path):
+    engine, settings = ledger
+    criteria = tmp_path / "impossible.toml"
+    from health import load_criteria  # noqa: F401  (criteria format owned by health)
+
+    gate_in = harness_gate(health=True)
+    gate_in.health.criteria = str(Path(__file__).resolve().parents[1] / "fixtures" / "criteria-impossible.toml")
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "failed" and "health" in gate.status_reason
+    assert {r[1] for r in _runs(engine, gate_id)} == {"skipped"}
+    with Session(engine) as session:
+        alloc = session.get(Allocation, session.get(Gate, gate_id).allocation_id)
+        assert alloc.health_verdict == "failed"
