@@ -382,6 +382,22 @@ def _print_gate(gate, report: dict[str, Any]) -> None:
         )
 
 
+@app.command(
+    "health",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def health_cmd(ctx: typer.Context) -> None:
+    """Run the health gate on this machine or allocation (`axbgate health --help`).
+
+    Options: --criteria FILE|NAME, --json, --nproc N, --nodes H0,H1, --node-rank R,
+    --job-id ID, --interface IFACE. Exit status 0 healthy/degraded, non-zero failed or hang.
+    """
+    from health.cli import main as health_main
+
+    raise typer.Exit(health_main(list(ctx.args)))
+
+
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Apply migrations up to REVISION (default: newest)."""

@@ -69,6 +69,7 @@ class _Driver:
         self.roles = list(plan.roles)
         self.child: subprocess.Popen | None = None
         self.cancel_reason: str | None = None
+        self.time_limit_hit = False
         self.port_index = 0
         self.status: dict[str, Any] = {
             "state": "running",
@@ -100,7 +101,12 @@ class _Driver:
         write_json_atomic(self.gate_dir / "status.json", self.status)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        self.cancel_reason = f"allocation received {signal.Signals(signum).name}"
+        if signum == signal.SIGUSR2:
+            # submitit asks Slurm for SIGUSR2 90 s before the time limit.
+            self.time_limit_hit = True
+            self.cancel_reason = "allocation reached its time limit (SIGUSR2 warning from Slurm)"
+        else:
+            self.cancel_reason = f"allocation received {signal.Signals(signum).name}"
         self._kill_child()
 
     def _kill_child(self) -> None:
@@ -357,7 +363,8 @@ class _Driver:
                     self._save_status(roles=self.roles, extends=extends)
             self._save_status(state="finished", ended_at=_now())
         except Cancelled as exc:
-            self._save_status(state="cancelled", reason=str(exc), ended_at=_now())
+            state = "failed" if self.time_limit_hit else "cancelled"
+            self._save_status(state=state, reason=str(exc), ended_at=_now())
         except _GateFailed as exc:
             self._save_status(state="failed", reason=str(exc), ended_at=_now())
         except Exception as exc:  # the driver itself broke: record it, never hang
