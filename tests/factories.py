@@ -1,12 +1,16 @@
 """Factories for ledger rows: gates are created through the real use case
 (:func:`orchestrator.gates.submit_gate`) with an external ``true`` command (no torch), then
 finished the way the poller would: allocation, health checks, run results, artifacts and a
-verdict from the real verdict engine.
+verdict from the real verdict engine. Also: gate requests for the fixture harness
+(``tests/fixtures/harness.py``) and a temporary git repository holding it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,9 @@ from orchestrator import verdict as verdict_engine
 from orchestrator.gate_spec import GateCreate, parse_pattern
 from orchestrator.gates import submit_gate
 from orchestrator.lifecycle import transition
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HARNESS = FIXTURES / "harness.py"
 
 WORKED_ACCEPT = (0.4284051351, 0.4148231971, 0.4264598510)
 """DESIGN.md section 3, first worked example (accept)."""
@@ -172,3 +179,48 @@ def seed_ledger(session: Session, artifacts_dir: Path | None = None) -> dict[str
     ids["regate"] = make_gate(session, title="nightly", family=None, tags=["nightly"], kind="regate")
     finish_gate(session, ids["regate"], medians_s=(0.4300, 0.4301, 0.4302))
     return ids
+
+
+def harness_gate(*, control_ms: float = 100.0, candidate_ms: float = 100.0, health: bool = False,
+                 executor: str = "local", **extra: Any) -> GateCreate:
+    """A gate whose workload is the fixture harness; sides differ by $HARNESS_STEP_MS."""
+    data: dict[str, Any] = {
+        "title": f"harness {control_ms} vs {candidate_ms} ms",
+        "workload": {"command": [sys.executable, str(HARNESS), "{warmup_steps}", "{measured_steps}"]},
+        "control": {"env": {"HARNESS_STEP_MS": str(control_ms)}},
+        "candidate": {"env": {"HARNESS_STEP_MS": str(candidate_ms)}},
+        "warmup_steps": 2,
+        "measured_steps": 5,
+        "executor": executor,
+        "health": {"enabled": health},
+        "run_timeout_s": 60,
+    }
+    data.update(extra)
+    return GateCreate.model_validate(data)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_harness_repo(root: Path, step_ms: list[float]) -> tuple[Path, list[str]]:
+    """A git repository with one commit per entry of ``step_ms`` (the harness's speed).
+
+    Returns:
+        (repository path, commit SHAs oldest first).
+    """
+    repo = root / "harness-repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    shutil.copy(HARNESS, repo / "harness.py")
+    shas = []
+    for i, ms in enumerate(step_ms):
+        (repo / "step_ms.txt").write_text(f"{ms}\n")
+        (repo / "CHANGES").write_text(f"change {i}\n")  # a neutral commit still changes a file
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"commit {i}: {ms} ms")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return repo, shas
