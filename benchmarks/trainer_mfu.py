@@ -62,6 +62,9 @@ def ceiling(recipe_name: str, backends: list[str]) -> dict:
         bsz = recipe.train.local_batch_size
         flops = flops_per_sample(recipe) // m.num_layers * bsz
         try:
+            # Dynamo does not guard on the SDPA backend flags: without a reset the
+            # second backend would silently reuse the first backend's graph.
+            torch._dynamo.reset()
             torch.manual_seed(0)
             block = LTX2Block(m).to(dev)
             init_weights(block, 0.02, 0)
@@ -136,6 +139,8 @@ def main() -> int:
     p.add_argument("--phase", default="all", choices=["all", "ceiling"])
     p.add_argument("--backends", default="cudnn,flash")
     p.add_argument("--extra", default="", help="space-separated trainer overrides")
+    p.add_argument("--variant", action="append", default=[],
+                   help="extra 2-GPU run: space-separated overrides (repeatable)")
     p.add_argument("--timeout", type=int, default=170, help="seconds per phase")
     args = p.parse_args()
     out = Path(args.out)
@@ -150,12 +155,14 @@ def main() -> int:
     ok = {k: v for k, v in ceil.items() if isinstance(v, dict) and "tflops" in v}
     best = max(ok, key=lambda k: ok[k]["tflops"]) if ok else "flash"
     rows = []
-    for n in (1, 2):
+    runs = [(1, "", ""), (2, "", "")] + [(2, v, f"_v{i}") for i, v in enumerate(args.variant)]
+    for n, variant, tag in runs:
         cmd = ["torchrun", "--standalone", f"--nproc_per_node={n}", "-m", "trainer", "train",
                "--recipe", args.recipe, f"model.attention_backend=\"{best}\"",
-               f"measure.profile_dir=\"{out}/prof{n}\"", *args.extra.split()]
-        code, text = _run(cmd, out / f"train_{n}gpu.log", args.timeout)
-        rows.append((n, code, _result(text)))
+               f"measure.profile_dir=\"{out}/prof{n}{tag}\"", *args.extra.split(),
+               *variant.split()]
+        code, text = _run(cmd, out / f"train_{n}gpu{tag}.log", args.timeout)
+        rows.append((f"{n} GPU {variant}".strip(), code, _result(text)))
     print("== ceiling (compiled block, bf16 params, no FSDP, 1 GPU) ==")
     print(json.dumps(ceil, indent=1))
     for n in (1, 2):
@@ -172,10 +179,10 @@ def main() -> int:
               f"{r['tflops']:>13.1f}{r['tflops'] / ceil_tf:>11.3f}{'-':>16}")
     for n, code, r in rows:
         if not r or r.get("status") != "ok" or r.get("mfu_pct") is None:
-            print(f"{f'trainer {n} GPU':<28} FAILED rc={code} {r.get('error', '')[:200]}")
+            print(f"{f'trainer {n}':<28} FAILED rc={code} {r.get('error', '')[:200]}")
             continue
         tf = r["mfu_pct"] / 100 * PEAK / 1e12
-        print(f"{f'trainer {n} GPU (FSDP2)':<28}{r['median_step_s']:>10.4f}{r['mfu_pct']:>8.2f}"
+        print(f"{f'trainer {n}':<28}{r['median_step_s']:>10.4f}{r['mfu_pct']:>8.2f}"
               f"{tf:>13.1f}{tf / ceil_tf:>11.3f}{r['peak_allocated_bytes'] / 2**30:>16.1f}")
     return 0
 
