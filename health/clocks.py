@@ -73,13 +73,46 @@ def default_readers() -> list[GpuReader]:
     return readers
 
 
-def read_gpus(host: str, readers: Sequence[GpuReader] | None = None) -> GpuProbe:
+def visible_gpus(readings: Sequence[GpuReading], visible: str | None) -> list[GpuReading]:
+    """Keep the GPUs a ``CUDA_VISIBLE_DEVICES`` value exposes.
+
+    NVML ignores ``CUDA_VISIBLE_DEVICES``; Slurm and local runs restrict a gate with it,
+    so the inventory must too. Entries are NVML indices (CUDA enumerates identical
+    GPUs in PCI order, as NVML does) or UUID prefixes (``GPU-1a2b...``).
+
+    Args:
+        readings: every GPU NVML or nvidia-smi reported.
+        visible: the variable's value; None means all GPUs.
+
+    Returns:
+        The visible readings in the variable's order.
+    """
+    if visible is None:
+        return list(readings)
+    out = []
+    for item in (x.strip() for x in visible.split(",")):
+        if not item:
+            continue
+        if item.isdigit():
+            match = [r for r in readings if r.index == int(item)]
+        else:
+            match = [r for r in readings if r.uuid and r.uuid.startswith(item)]
+        out.extend(m for m in match if m not in out)
+    return out
+
+
+def read_gpus(
+    host: str,
+    readers: Sequence[GpuReader] | None = None,
+    visible: str | None = None,
+) -> GpuProbe:
     """Read every GPU of this node through the first reader that works.
 
     Args:
         host: this node's name, stored in the probe.
         readers: readers to try in order; ``default_readers()`` when None. Tests pass
             readers fed with recorded output.
+        visible: a ``CUDA_VISIBLE_DEVICES`` value restricting the GPUs (None: all).
 
     Returns:
         The probe; ``source`` None and ``error`` set when every reader failed (a CPU
@@ -89,11 +122,15 @@ def read_gpus(host: str, readers: Sequence[GpuReader] | None = None) -> GpuProbe
     for reader in readers if readers is not None else default_readers():
         try:
             readings = reader.read()
-        except RuntimeError as exc:
+        except Exception as exc:  # noqa: BLE001 - a reader bug must not kill the gate
+            if not isinstance(exc, RuntimeError):
+                logger.exception("host=%s reader=%s raised", host, reader.source)
             logger.info("host=%s reader=%s failed: %s", host, reader.source, exc)
             errors.append(f"{reader.source}: {exc}")
             continue
-        return GpuProbe(host=host, source=reader.source, readings=tuple(readings))
+        return GpuProbe(
+            host=host, source=reader.source, readings=tuple(visible_gpus(readings, visible))
+        )
     return GpuProbe(host=host, source=None, error="; ".join(errors) or "no reader")
 
 

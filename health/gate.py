@@ -235,7 +235,7 @@ def _run_launcher(
     if num_nodes > 1 and not job_id:
         raise ValueError("several nodes need a shared job_id to agree on MASTER_PORT")
     host = hostnames[node_rank]
-    probe = read_gpus(host)
+    probe = read_gpus(host, visible=env.get("CUDA_VISIBLE_DEVICES"))
     crit = _resolve_criteria(criteria, probe, num_nodes)
     backend = crit.collectives.backend
     if backend == "auto":
@@ -330,11 +330,12 @@ def _run_slurm(
     local_world = world // max(1, num_nodes)
     job_id = env.get("SLURM_JOB_ID", "slurm")
     host = hostnames[node_rank]
-    probe = read_gpus(host) if local == 0 else GpuProbe(host, None)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    probe = read_gpus(host, visible=visible) if local == 0 else GpuProbe(host, None)
     crit = _resolve_criteria(criteria, probe, num_nodes) if local == 0 or criteria else None
     if crit is None:
         # Other local ranks learn the model from NVML too; reading is cheap.
-        crit = _resolve_criteria(None, read_gpus(host), num_nodes)
+        crit = _resolve_criteria(None, read_gpus(host, visible=visible), num_nodes)
     backend = crit.collectives.backend
     if backend == "auto":
         backend = "nccl" if env.get("CUDA_VISIBLE_DEVICES", "x") != "" and (

@@ -7,6 +7,7 @@ this GPU or driver) leaves its field ``None`` and is logged at debug level.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from collections.abc import Callable
 from types import ModuleType
@@ -183,12 +184,12 @@ class NvmlReader:
         mask = None
         if hasattr(nv, "c_nvmlGpuFabricInfo_v2_t"):
             struct = nv.c_nvmlGpuFabricInfo_v2_t()
-            if self._try(nv.nvmlDeviceGetGpuFabricInfoV, h, struct) is not None:
+            if self._try(nv.nvmlDeviceGetGpuFabricInfoV, h, ctypes.byref(struct)) is not None:
                 info = struct
                 mask = int(struct.healthMask)
         if info is None and hasattr(nv, "c_nvmlGpuFabricInfo_t"):
             struct = nv.c_nvmlGpuFabricInfo_t()
-            if self._try(nv.nvmlDeviceGetGpuFabricInfo, h, struct) is not None:
+            if self._try(nv.nvmlDeviceGetGpuFabricInfo, h, ctypes.byref(struct)) is not None:
                 info = struct
         if info is None:
             return None

@@ -112,7 +112,7 @@ def _read_node(plan: RankPlan) -> dict[str, Any]:
     if plan.node_probe is not None:
         probe = GpuProbe.from_dict(plan.node_probe)
     else:
-        probe = read_gpus(plan.host)
+        probe = read_gpus(plan.host, visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
     return NodeFacts(
         plan.host, plan.node_rank, plan.local_world_size, probe, software_versions()
     ).to_dict()
@@ -250,15 +250,15 @@ def run_rank(plan: RankPlan, on_hang: Callable[[HangRecord], None] | None = None
     def load() -> None:
         from health.load import run_gemm_load  # noqa: PLC0415
 
-        uuid = "GPU-" + str(torch.cuda.get_device_properties(device).uuid)
-        sampler, index, err = None, None, None
+        sampler, index, err, uuid = None, None, None, None
         try:
             from health.nvml import NvmlSampler  # noqa: PLC0415
 
+            uuid = "GPU-" + str(torch.cuda.get_device_properties(device).uuid)
             sampler = NvmlSampler(uuid)
             index = sampler.index
-        except RuntimeError as exc:
-            err = str(exc)
+        except (RuntimeError, AttributeError) as exc:
+            err = f"{type(exc).__name__}: {exc}"
         try:
             res = run_gemm_load(
                 device=device,
@@ -283,7 +283,8 @@ def run_rank(plan: RankPlan, on_hang: Callable[[HangRecord], None] | None = None
         if plan.local_rank == 0 and state.data["node"] is not None:
             from health.clocks import read_gpus  # noqa: PLC0415
 
-            state.data["node"]["gpus_after"] = read_gpus(plan.host).to_dict()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            state.data["node"]["gpus_after"] = read_gpus(plan.host, visible=visible).to_dict()
         gather_nodes()
 
     ok = (

@@ -18,6 +18,7 @@ import logging
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Sequence
 
 from health.readings import (
     SMI_REASON_LABELS,
@@ -54,6 +55,7 @@ _SMI_HEALTH_NAMES = {
     "incorrect_configuration": "incorrect_configuration",
 }
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_GPU_HEADER = re.compile(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 
 
 @dataclasses.dataclass
@@ -107,7 +109,8 @@ def _tree(text: str) -> tuple[_Node, list[_Node]]:
         indent = len(raw) - len(raw.lstrip(" "))
         key, sep, value = raw.strip().partition(":")
         node = _Node(key.strip(), value.strip() if sep else None)
-        if indent == 0 and key.startswith("GPU ") and not sep:
+        if indent == 0 and _GPU_HEADER.match(raw.strip()):
+            node = _Node(raw.strip(), None)
             gpus.append(node)
             stack = [(0, node)]
             continue
@@ -162,18 +165,22 @@ def _reasons(section: _Node) -> tuple[str, ...] | None:
 
 
 def _processes(section: _Node) -> tuple[int, ...]:
+    """Compute (type C or M+C) process ids; Type is nested under Process ID in recent
+    drivers and a sibling after it in older ones."""
     block = section.get("Processes")
     if block is None:
         return ()
     pids = []
-    kind = None
-    for child in reversed(block.children):
-        if child.key.lower() == "type":
-            kind = child.value
-        elif child.key.lower() == "process id" and child.value:
-            if kind is None or "C" in kind:
-                pids.append(int(child.value))
-            kind = None
+    kids = block.children
+    for i, child in enumerate(kids):
+        if child.key.lower() != "process id" or not child.value:
+            continue
+        kind = child.text("Type")
+        if kind is None:
+            nxt = next((k for k in kids[i + 1 :] if k.key.lower() in ("type", "process id")), None)
+            kind = nxt.value if nxt is not None and nxt.key.lower() == "type" else None
+        if kind is None or "C" in kind:
+            pids.append(int(child.value))
     return tuple(sorted(pids))
 
 
@@ -186,7 +193,8 @@ def parse_smi_q(text: str) -> list[GpuReading]:
     Returns:
         One ``GpuReading`` per ``GPU <bus id>`` section, indexed 0.. in report order
         (nvidia-smi prints in NVML index order). NVLink fields stay ``None``: the
-        report does not carry them.
+        report does not carry them (``SmiReader`` adds the active-link count from
+        ``nvidia-smi nvlink -s``).
 
     Raises:
         ValueError: if the text holds no GPU section.
@@ -299,22 +307,57 @@ def parse_query_gpu_csv(text: str) -> list[GpuReading]:
     return readings
 
 
+def parse_nvlink_status(text: str) -> dict[int, int]:
+    """Parse ``nvidia-smi nvlink -s`` into active-link counts.
+
+    Args:
+        text: the output: a ``GPU <i>: <name> (UUID: ...)`` line per GPU followed by
+            ``Link <n>: <speed> GB/s`` lines (``<inactive>`` for a down link).
+
+    Returns:
+        GPU index -> number of links with a speed.
+    """
+    counts: dict[int, int] = {}
+    current: int | None = None
+    for line in text.splitlines():
+        head = re.match(r"GPU (\d+):", line.strip())
+        if head:
+            current = int(head.group(1))
+            counts[current] = 0
+            continue
+        link = re.match(r"Link \d+:\s*(.*)$", line.strip())
+        if link and current is not None and _NUMBER.match(link.group(1)):
+            counts[current] += 1
+    return counts
+
+
 class SmiReader:
     """Reads GPUs by running ``nvidia-smi -q`` (fallback when NVML is unavailable)."""
 
     source = "nvidia-smi"
 
-    def __init__(self, executable: str = "nvidia-smi", timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        executable: str = "nvidia-smi",
+        timeout_s: float = 30.0,
+        runner: Callable[[Sequence[str]], str] | None = None,
+    ) -> None:
         """Create a reader.
 
         Args:
             executable: the nvidia-smi program name or path.
             timeout_s: seconds one nvidia-smi call may take before it counts as failed.
+            runner: returns nvidia-smi's stdout for an argument list, raising
+                RuntimeError on failure; None runs the program. Tests pass recorded
+                output here.
         """
         self._exe = executable
         self._timeout_s = timeout_s
+        self._runner = runner
 
     def _run(self, *args: str) -> str:
+        if self._runner is not None:
+            return self._runner(args)
         if shutil.which(self._exe) is None:
             raise RuntimeError(f"{self._exe} not found on PATH")
         try:
@@ -328,7 +371,7 @@ class SmiReader:
         return proc.stdout
 
     def read(self) -> list[GpuReading]:
-        """Run ``nvidia-smi -q`` and parse it.
+        """Run ``nvidia-smi -q`` (and ``nvlink -s`` for link counts) and parse them.
 
         Returns:
             One reading per GPU.
@@ -336,7 +379,16 @@ class SmiReader:
         Raises:
             RuntimeError: when nvidia-smi is missing, fails or times out.
         """
-        return parse_smi_q(self._run("-q"))
+        readings = parse_smi_q(self._run("-q"))
+        try:
+            links = parse_nvlink_status(self._run("nvlink", "-s"))
+        except RuntimeError as exc:
+            logger.info("nvidia-smi nvlink -s unavailable: %s", exc)
+            return readings
+        return [
+            dataclasses.replace(r, nvlink_active_links=links[r.index]) if r.index in links else r
+            for r in readings
+        ]
 
     def read_query(self) -> list[GpuReading]:
         """Run the cheap ``--query-gpu`` form (used for sampling under load).
