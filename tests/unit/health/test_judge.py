@@ -124,7 +124,7 @@ def test_busbw_ratios():
     assert busbw_status("all_reduce", 290.0, col)[0] == "PASS"
     assert busbw_status("all_reduce", 275.0, col)[0] == "WARN"  # < 0.95 * 296
     assert busbw_status("all_reduce", 260.0, col)[0] == "FAIL"  # < 0.90 * 296
-    status, threshold, msg = busbw_status("all_gather", 1.0, col)
+    status, threshold, msg = busbw_status("all_gather", 1.0, load_criteria("h200-x8").collectives)
     assert status == "PASS" and threshold == {} and "no baseline" in msg
 
 
@@ -143,16 +143,20 @@ def test_collective_checks_and_single_rank():
 
 
 def test_load_reasons():
-    crit = load_criteria("h200-x1")
-
     def load(reasons):
         s = ClockSample(0.1, 1980, 690.0, reasons)
         return LoadResult("h", 0, "GPU-x", 0, 3.0, 1000, 8192, 700.0, (s,))
 
-    for reasons, want in [((), "PASS"), (("sw_power_cap",), "WARN"),
-                          (("hw_power_brake_slowdown",), "FAIL")]:
+    gb, h200 = load_criteria("gb200-x4"), load_criteria("h200-x1")
+    for crit, reasons, want in [
+        (gb, (), "PASS"),
+        (gb, ("sw_power_cap",), "WARN"),  # issue 4 default: SW power cap warns
+        (h200, ("sw_power_cap",), "PASS"),  # H200 criteria: normal at 700 W (measured)
+        (h200, ("hw_power_brake_slowdown",), "FAIL"),
+        (gb, ("sw_thermal_slowdown",), "FAIL"),
+    ]:
         res = GateResults(1, 1, "nccl", loads=(load(reasons),))
-        assert _by(judge(res, crit), "load")[0].status == want
+        assert _by(judge(res, crit), "load")[0].status == want, (crit.name, reasons)
 
 
 def test_hang_is_hang_and_failed_with_other_ranks_dump():
