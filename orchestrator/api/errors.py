@@ -54,7 +54,8 @@ async def _conflict(_request: Request, exc: Conflict) -> JSONResponse:
 
 
 async def _validation_failed(_request: Request, exc: ValidationFailed) -> JSONResponse:
-    loc = ["body", *exc.field.split(".")] if exc.field else ["body"]
+    parts = [p for p in exc.field.split(".") if p] if exc.field else []
+    loc = ["body", *(parts[1:] if parts[:1] == ["body"] else parts)]
     return JSONResponse(status_code=422, content=error_body(loc, exc.message, "validation_failed"))
 
 

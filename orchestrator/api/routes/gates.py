@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response, status
+from sqlalchemy.exc import PendingRollbackError
 
 from orchestrator import gates, views
 from orchestrator.api.deps import ReadAccessDep, SessionDep, SettingsDep, WriteTokenDep
 from orchestrator.api.validation import ensure_storable
+from orchestrator.errors import Conflict
 from orchestrator.gate_spec import GateCreate
 from orchestrator.schemas.gates import GatePublic
 from orchestrator.schemas.views import (
@@ -52,16 +54,27 @@ def submit_gate(
 ) -> GatePublic:
     """Validate a gate request and queue it (201); an idempotent repeat answers 200."""
     ensure_storable(gate_in.model_dump(mode="json"))
-    gate, created = gates.submit_gate(
-        session=session,
-        gate_in=gate_in,
-        default_executor=settings.executor.kind,
-        idempotency_key=idempotency_key,
-    )
-    session.commit()
+    try:
+        gate, created = _submit(session, gate_in, settings.executor.kind, idempotency_key)
+    except (Conflict, PendingRollbackError):
+        if idempotency_key is None:
+            raise
+        # A concurrent duplicate won the insert. On SQLite the use case's savepoint cannot
+        # recover the transaction (pysqlite SAVEPOINT semantics), so start over: the
+        # repeat finds the committed gate by its key.
+        session.rollback()
+        gate, created = _submit(session, gate_in, settings.executor.kind, idempotency_key)
     if not created:
         response.status_code = status.HTTP_200_OK
     return gate
+
+
+def _submit(session, gate_in: GateCreate, executor: str, key: str | None) -> tuple[GatePublic, bool]:
+    gate, created = gates.submit_gate(
+        session=session, gate_in=gate_in, default_executor=executor, idempotency_key=key
+    )
+    session.commit()
+    return gate, created
 
 
 @router.get("", response_model=GateSummariesPublic)
