@@ -152,5 +152,6 @@ def nvlink_error_deltas(
     for r in after:
         if r.nvlink_errors is None or r.index not in prior:
             continue
-        out[r.index] = {k: int(v) - int(prior[r.index].get(k, 0)) for k, v in r.nvlink_errors.items()}
+        base = prior[r.index]
+        out[r.index] = {k: int(v) - int(base.get(k, 0)) for k, v in r.nvlink_errors.items()}
     return out

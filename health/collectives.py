@@ -268,7 +268,7 @@ def measure_bandwidth(
             _launch(op, out, inp, group)
             ends[i].record()
         torch.cuda.synchronize(device)
-        per_iter_s = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)]
+        per_iter_s = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends, strict=True)]
         mean_s = starts[0].elapsed_time(ends[-1]) / 1e3 / timed_iters
     else:
         dist.barrier(group=group)
@@ -357,7 +357,7 @@ def localize(
     results = []
     for groups in rounds:
         handles = [dist.new_group(list(g)) for g in groups]
-        for g, handle in zip(groups, handles):
+        for g, handle in zip(groups, handles, strict=True):
             if rank in g:
                 results.append(
                     measure_bandwidth(

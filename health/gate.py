@@ -295,8 +295,9 @@ def _run_launcher(
 
 
 def _software_stub() -> Any:
-    from health.inventory import SoftwareVersions  # noqa: PLC0415
     import platform  # noqa: PLC0415
+
+    from health.inventory import SoftwareVersions  # noqa: PLC0415
 
     return SoftwareVersions(python=platform.python_version())
 

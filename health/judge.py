@@ -191,7 +191,8 @@ def _one_gpu(
             {"max_sm_clock_mhz": g.max_sm_clock_mhz, "sm_clock_mhz": g.sm_clock_mhz,
              "clock_bin": bin_},
             {"healthy_max_sm_mhz": list(ck.healthy_max_sm_mhz),
-             "degraded_max_sm_mhz": list(ck.degraded_max_sm_mhz), "tolerance_mhz": ck.tolerance_mhz},
+             "degraded_max_sm_mhz": list(ck.degraded_max_sm_mhz),
+             "tolerance_mhz": ck.tolerance_mhz},
         )
     )
     expected = ck.power_limit_w if ck.power_limit_w is not None else g.default_power_limit_w
@@ -205,7 +206,8 @@ def _one_gpu(
                 "power_limit",
                 WARN if low else PASS,
                 f"enforced {g.power_limit_w:.0f} W vs expected {expected:.0f} W",
-                {"power_limit_w": g.power_limit_w, "default_power_limit_w": g.default_power_limit_w},
+                {"power_limit_w": g.power_limit_w,
+                 "default_power_limit_w": g.default_power_limit_w},
                 {"min_power_limit_w": floor},
             )
         )

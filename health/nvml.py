@@ -93,8 +93,9 @@ class NvmlReader:
         def mw_to_w(v: int | None) -> float | None:
             return None if v is None else v / 1000.0
 
-        reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        reasons_fn = (
+            getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nv.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         mask = self._try(reasons_fn, h)
         remap = self._try(nv.nvmlDeviceGetRemappedRows, h)
@@ -240,8 +241,9 @@ class NvmlSampler:
         reader = NvmlReader(nv)
         clock = reader._try(nv.nvmlDeviceGetClockInfo, self._h, nv.NVML_CLOCK_SM)
         power = reader._try(nv.nvmlDeviceGetPowerUsage, self._h)
-        fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        fn = (
+            getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nv.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         mask = reader._try(fn, self._h)
         return (

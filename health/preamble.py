@@ -26,7 +26,7 @@ import dataclasses
 import hashlib
 import ipaddress
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 logger = logging.getLogger(__name__)
 

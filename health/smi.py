@@ -281,7 +281,10 @@ def parse_query_gpu_csv(text: str) -> list[GpuReading]:
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != len(QUERY_FIELDS):
             raise ValueError(f"expected {len(QUERY_FIELDS)} columns, got {len(cols)}: {line!r}")
-        row = {f: (None if c.lower() in _UNKNOWN else c) for f, c in zip(QUERY_FIELDS, cols)}
+        row = {
+            f: (None if c.lower() in _UNKNOWN else c)
+            for f, c in zip(QUERY_FIELDS, cols, strict=True)
+        }
         mask = row["clocks_event_reasons.active"]
         readings.append(
             GpuReading(

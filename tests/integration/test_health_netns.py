@@ -80,7 +80,7 @@ def test_gloo_all_reduce_across_namespaces(two_namespaces):
                                       stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=120) for p in procs]
     reports = []
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
         reports.append(json.loads(out.partition("\n")[0]))
     for i, rep in enumerate(reports):

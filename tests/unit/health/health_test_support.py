@@ -9,7 +9,7 @@ from health.clocks import GpuProbe
 from health.inventory import NodeFacts, SoftwareVersions
 from health.readings import GpuReading
 from health.results import GateResults
-from health.smi import SmiReader, parse_smi_q
+from health.smi import SmiReader
 
 FIXTURES = Path(__file__).with_name("fixtures")
 

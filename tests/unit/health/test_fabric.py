@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from health_test_support import node, results_for
+
 from health.criteria import load_criteria
 from health.judge import allocation_verdict, judge
 from health.smi import parse_smi_q
-
-from health_test_support import node, results_for
 
 
 def _fabric(checks):

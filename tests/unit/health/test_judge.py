@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from health_test_support import node, recorded_smi, results_for, smi_text
 
 from health.clocks import read_gpus
 from health.collectives import BandwidthResult, CorrectnessResult
 from health.criteria import load_criteria
+from health.inventory import NodeFacts, SoftwareVersions
 from health.judge import (
     allocation_verdict,
     busbw_status,
@@ -17,14 +19,11 @@ from health.judge import (
     judge,
     worst,
 )
-from health.inventory import NodeFacts, SoftwareVersions
 from health.load import ClockSample, LoadResult
 from health.nvml import NvmlReader
 from health.results import GateResults, StageError
 from health.smi import parse_smi_q
 from health.timeouts import HangRecord, RankExit
-
-from health_test_support import node, recorded_smi, results_for, smi_text
 
 
 def _by(checks, name):
@@ -182,6 +181,7 @@ def test_judge_is_torch_free():
     import subprocess
     import sys
 
-    code = "import sys, health.judge, health.preamble, health.criteria; print('torch' in sys.modules)"
+    code = ("import sys, health.judge, health.preamble, health.criteria; "
+            "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

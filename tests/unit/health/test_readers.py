@@ -31,6 +31,7 @@ def test_recorded_h200_reading_parses():
 def test_recorded_h200_single_node_fabric_passes():
     probe = read_gpus("vm", readers=[recorded_smi(smi_text(RECORDED))])
     from health_test_support import results_for  # noqa: PLC0415
+
     from health.inventory import NodeFacts, SoftwareVersions  # noqa: PLC0415
 
     node = NodeFacts("vm", 0, 2, probe, SoftwareVersions(python="3.12"))
@@ -61,7 +62,8 @@ def test_cuda_visible_devices_filter():
 
 
 def test_nvlink_status_and_deltas():
-    text = smi_text("gb200_tray_nvlink_s.txt").replace("\t Link 5: 50 GB/s", "\t Link 5: <inactive>", 1)
+    text = smi_text("gb200_tray_nvlink_s.txt")
+    text = text.replace("\t Link 5: 50 GB/s", "\t Link 5: <inactive>", 1)
     counts = parse_nvlink_status(text)
     assert counts == {0: 17, 1: 18, 2: 18, 3: 18}
     probe = read_gpus("t", readers=[recorded_smi(smi_text("gb200_tray_sentinel.txt"), text)])
