@@ -1,0 +1,143 @@
+"""Markdown reports of the ledger or one gate, ready to paste into a pull request."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from orchestrator.schemas.views import GateSummaryPublic, GateViewPublic, StoppingPointPublic
+
+__all__ = ["gate_markdown", "ledger_markdown"]
+
+
+def _f(value: Any, spec: str, scale: float = 1.0, suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{format(value * scale, spec)}{suffix}"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _side(s) -> str:
+    sha = s.sha_short or "?"
+    return sha + (" " + " ".join(f"`{o}`" for o in s.overrides) if s.overrides else "")
+
+
+def _summary_rows(gates: list[GateSummaryPublic]) -> list[list[Any]]:
+    return [
+        [
+            f"#{g.id}",
+            g.title or "(untitled)",
+            ", ".join(g.tags),
+            g.kind,
+            _side(g.control),
+            _side(g.candidate),
+            g.topology or "-",
+            _f(g.midpoint_s, ".3f", 1000.0, " ms"),
+            f"{_f(g.delta_ms, '+.3f', 1.0, ' ms')} ({_f(g.delta_pct, '+.3f', 1.0, ' %')})",
+            _f(g.drift_pct, ".3f", 1.0, " %"),
+            _f(g.mfu_points, "+.2f"),
+            g.verdict or "-",
+            (g.decision or "-") + ("" if g.decision_recorded or not g.decision else " (verdict)"),
+            "yes" if g.baseline_eligible else "no",
+        ]
+        for g in gates
+    ]
+
+
+_SUMMARY_HEADER = [
+    "gate", "title", "tags", "kind", "control", "candidate", "topology", "midpoint",
+    "delta", "drift", "MFU pts", "timing verdict", "decision", "eligible",
+]
+
+
+def ledger_markdown(
+    gates: list[GateSummaryPublic], points: list[StoppingPointPublic], *, title: str = "Ledger"
+) -> str:
+    """Render ledger rows and the stopping-point table as Markdown.
+
+    Args:
+        gates: Ledger rows, newest first.
+        points: Stopping points.
+        title: Heading text.
+
+    Returns:
+        Markdown text ending in a newline.
+    """
+    out = [f"## {title}", ""]
+    if points:
+        out += ["### Stopping points", ""]
+        out.append(
+            _table(
+                ["topology", "recipe", "best candidate median", "gate", "candidate", "accepted gates"],
+                [
+                    [p.topology, p.recipe, _f(p.candidate_s, ".3f", 1000.0, " ms"),
+                     f"#{p.gate.id} {p.gate.title}", p.gate.candidate.sha_short or "-", p.num_accepted]
+                    for p in points
+                ],
+            )
+        )
+        out.append("")
+    out += ["### Gates", "", _table(_SUMMARY_HEADER, _summary_rows(gates)), ""]
+    out.append(
+        "Delta = median(X) - (median(A) + median(B)) / 2; drift = |A - B| / midpoint; "
+        "MFU points = MFU(X) - MFU(midpoint)."
+    )
+    return "\n".join(out) + "\n"
+
+
+def gate_markdown(view: GateViewPublic) -> str:
+    """Render one gate (medians, deltas, drift, MFU, verdicts, hashes) as Markdown."""
+    g, s = view.gate, view.summary
+    out = [f"## Gate #{g.id}: {g.title or '(untitled)'}", ""]
+    out.append(
+        f"{g.kind}, pattern `{g.run_pattern}`, {g.num_warmup_steps} warmup + "
+        f"{g.num_measured_steps} measured steps, topology {s.topology or '-'}, "
+        f"allocation {s.scheduler_job_id or s.allocation_id or '-'} "
+        f"(health {s.health_verdict or '-'}, {'baseline-eligible' if s.baseline_eligible else 'not baseline-eligible'})."
+    )
+    out += ["", f"- control (A, B): {_side(s.control)}", f"- candidate (X): {_side(s.candidate)}", ""]
+    out.append(
+        _table(
+            ["run", "role", "status", "source", "median", "MFU", "peak allocated"],
+            [
+                [r.order, r.role, r.status, (r.source_sha or "-")[:10],
+                 _f(r.median_step_s, ".3f", 1000.0, " ms"), _f(r.mfu_pct, ".2f", 1.0, " %"),
+                 _f(r.peak_allocated_bytes, ".2f", 1 / 2**30, " GiB")]
+                for r in view.runs
+            ],
+        )
+    )
+    out.append("")
+    out.append(
+        _table(
+            ["policy", "verdict", "midpoint", "delta", "drift", "threshold", "MFU pts"],
+            [
+                [v.policy + (" (primary)" if v.is_primary else ""), v.verdict,
+                 _f(v.numbers.get("midpoint_s"), ".3f", 1000.0, " ms"),
+                 f"{_f(v.numbers.get('delta_ms'), '+.3f', 1.0, ' ms')} "
+                 f"({_f(v.numbers.get('delta_pct'), '+.3f', 1.0, ' %')})",
+                 _f(v.numbers.get("drift_pct"), ".3f", 1.0, " %"),
+                 _f(v.numbers.get("threshold_pct"), ".3f", 1.0, " %"),
+                 _f(v.numbers.get("mfu_points"), "+.2f")]
+                for v in g.verdicts
+            ],
+        )
+    )
+    out.append("")
+    decision = s.decision or "-"
+    out.append(f"**Decision:** {decision}" + ("" if s.decision_recorded else " (timing verdict)"))
+    for d in view.decisions:
+        out.append(f"- {d.created_at:%Y-%m-%d %H:%M} {d.decided_by}: {d.decision}. {d.reason}")
+    if view.artifacts:
+        out += ["", _table(["artifact", "run", "sha256", "bytes"],
+                           [[a.kind, a.run_id or "-", f"`{a.sha256}`", a.size_bytes] for a in view.artifacts])]
+    return "\n".join(out) + "\n"
