@@ -427,6 +427,11 @@ def db_current() -> None:
     typer.echo(f"current={current_revision(url)} head={head_revision()}")
 
 
+from orchestrator.cli_ledger import register_ledger_commands  # noqa: E402
+
+register_ledger_commands(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point.
 
