@@ -6,10 +6,13 @@ Usage::
                      [--nodes H0,H1,...] [--node-rank R] [--job-id ID]
                      [--interface IFACE] [--inject-fault never_join:RANK]
 
-stdout: the table (or, with ``--json``, one JSON object on the first line) then the record lines
-(``AXBGATE_HEALTH`` per check, then ``AXBGATE_ALLOCATION``). Under Slurm only rank 0
-prints. Exit status: 0 healthy or degraded (runs allowed), 1 failed, 2 usage error,
-3 failed because a stage hung.
+stdout: the table (or, with ``--json``, one JSON object on the first line), then the
+record lines (``AXBGATE_HEALTH`` per check, then ``AXBGATE_ALLOCATION``). Only node 0
+(or, with one Slurm task per GPU, rank 0) prints them; other nodes write their view to
+stderr.
+
+Exit status: 0 healthy or degraded (runs allowed), 1 failed, 2 usage error, 3 failed
+because a stage hung.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=int, help="ranks on this node (default: GPUs, or 2 on CPU)")
     p.add_argument("--nodes", help="comma-separated hostnames, node 0 first (multi-node "
                    "without Slurm)")
-    p.add_argument("--node-rank", type=int, default=0, help="this node's index in --nodes")
+    p.add_argument("--node-rank", type=int, help="this node's index in --nodes (default: "
+                   "SLURM_NODEID, else this host's position in --nodes)")
     p.add_argument("--job-id", help="allocation id all nodes share (derives MASTER_PORT)")
     p.add_argument("--interface", help="socket interface (default: auto-detect)")
     p.add_argument("--inject-fault", help="prove the hang path: never_join:<rank>")
@@ -72,9 +76,14 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         sys.stderr.write(f"axbgate health: {exc}\n")
         return EXIT_USAGE
-    if os.environ.get("SLURM_PROCID", "0") != "0" and args.nodes is None:
-        return report.exit_code
     out = json.dumps(report.to_dict()) if args.json else report.format_table()
+    if os.environ.get("SLURM_PROCID", "0") != "0" and args.nodes is None:
+        return report.exit_code  # one task per GPU: rank 0 reports the allocation
+    if report.node_rank != 0:
+        # One launcher per node: node 0 prints the records; the others' view goes to
+        # stderr so it is in the log without duplicating the allocation's records.
+        sys.stderr.write(f"node {report.node_rank} view:\n{out}\n")
+        return report.exit_code
     sys.stdout.write(out + "\n")
     sys.stdout.write("\n".join(report.to_records()) + "\n")
     sys.stdout.flush()

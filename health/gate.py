@@ -74,6 +74,33 @@ def expand_nodelist(nodelist: str) -> list[str]:
     return hosts
 
 
+def infer_node_rank(hostnames: Sequence[str], env: Mapping[str, str]) -> int:
+    """This node's index in ``hostnames`` when the caller did not say.
+
+    Args:
+        hostnames: every node, node 0 first.
+        env: the environment (``SLURM_NODEID`` is used when set).
+
+    Returns:
+        ``SLURM_NODEID``; else the position of this host's name (full or short) in
+        ``hostnames``; else 0 for a single node.
+
+    Raises:
+        ValueError: with several nodes when neither source identifies this node.
+    """
+    if "SLURM_NODEID" in env:
+        return int(env["SLURM_NODEID"])
+    if len(hostnames) == 1:
+        return 0
+    me = socket.gethostname()
+    for name in (me, me.split(".")[0]):
+        for i, host in enumerate(hostnames):
+            if host in (name, name.split(".")[0]) or host.split(".")[0] == name:
+                return i
+    raise ValueError(f"cannot tell which of {list(hostnames)} this host ({me}) is: "
+                     "pass node_rank / --node-rank")
+
+
 def _topology(criteria: Criteria, num_nodes: int, per_node: int, model: str | None) -> str:
     short = (model or "CPU").replace("NVIDIA ", "")
     inter = criteria.interconnect.split(",")[0].split("(")[0].strip()
@@ -81,7 +108,12 @@ def _topology(criteria: Criteria, num_nodes: int, per_node: int, model: str | No
 
 
 def _build_report(
-    results: GateResults, criteria: Criteria, t0: float, job_id: str | None, cluster: str | None
+    results: GateResults,
+    criteria: Criteria,
+    t0: float,
+    job_id: str | None,
+    cluster: str | None,
+    node_rank: int = 0,
 ) -> HealthReport:
     checks = judge(results, criteria)
     inv = (
@@ -118,6 +150,7 @@ def _build_report(
         power_limit_w=min(limits) if limits else None,
         duration_s=time.monotonic() - t0,
         results=results,
+        node_rank=node_rank,
     )
 
 
@@ -175,7 +208,7 @@ def run_health_gate(
     *,
     nproc: int | None = None,
     hostnames: Sequence[str] | None = None,
-    node_rank: int = 0,
+    node_rank: int | None = None,
     job_id: str | None = None,
     run_index: int = 0,
     interface: str | None = None,
@@ -191,7 +224,9 @@ def run_health_gate(
             ``default_nproc`` (2 for ``cpu-gloo``). Ignored under Slurm.
         hostnames: every node in node-rank order (launcher mode across nodes without
             Slurm); default this host alone.
-        node_rank: this node's index in ``hostnames``.
+        node_rank: this node's index in ``hostnames``; None infers it from
+            ``SLURM_NODEID`` (one launcher per node under ``srun``), else from this
+            host's name in ``hostnames``.
         job_id: allocation id from which every node derives the same fresh
             MASTER_PORT; required with several nodes (default: Slurm's, else random).
         run_index: which run of the allocation this is (0 = the gate).
@@ -211,8 +246,11 @@ def run_health_gate(
     interface = interface or env.get("AXBGATE_HEALTH_IFNAME") or None
     if hostnames is None and nproc is None and "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
         return _run_slurm(criteria, env, run_index, interface, inject_fault)
+    hosts = list(hostnames or [socket.gethostname()])
+    if node_rank is None:
+        node_rank = infer_node_rank(hosts, env)
     return _run_launcher(
-        criteria, nproc, list(hostnames or [socket.gethostname()]), node_rank,
+        criteria, nproc, hosts, node_rank,
         job_id or env.get("SLURM_JOB_ID"), run_index, interface, inject_fault, env,
     )
 
@@ -251,7 +289,7 @@ def _run_launcher(
     if pre is None:
         node = NodeFacts(host, node_rank, nproc, probe, _software_stub())
         results = GateResults(world, num_nodes, backend, nodes=(node,), network=(net,))
-        return _build_report(results, crit, t0, job_id, env.get("SLURM_CLUSTER_NAME"))
+        return _build_report(results, crit, t0, job_id, env.get("SLURM_CLUSTER_NAME"), node_rank)
     d = crit.deadlines
     deadline = (d.probe_s + d.rendezvous_s + d.correctness_s + 2 * d.gather_s
                 + 2 * d.bandwidth_s + d.load_s + 30.0)
@@ -291,7 +329,7 @@ def _run_launcher(
     if not results.nodes:
         node = NodeFacts(host, node_rank, nproc, probe, _software_stub())
         results = dataclasses.replace(results, nodes=(node,))
-    return _build_report(results, crit, t0, job_id, env.get("SLURM_CLUSTER_NAME"))
+    return _build_report(results, crit, t0, job_id, env.get("SLURM_CLUSTER_NAME"), node_rank)
 
 
 def _software_stub() -> Any:

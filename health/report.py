@@ -40,6 +40,8 @@ class HealthReport:
     """Wall time of the whole gate, s."""
     results: GateResults | None = None
     """The raw measurements (kept for the JSON output and debugging)."""
+    node_rank: int = 0
+    """Which node produced this report; node 0's is the allocation's record."""
 
     @property
     def hung(self) -> bool:

@@ -96,3 +96,16 @@ def test_proc_net_route_longest_prefix():
     assert route_interface_for(routes, "10.0.2.77") == "eth0"
     assert route_interface_for(routes, "8.8.8.8") == "eth0"
     assert route_interface_for(parse_proc_net_route(ROUTE.splitlines()[0]), "1.2.3.4") is None
+
+
+def test_infer_node_rank():
+    import socket  # noqa: PLC0415
+
+    from health.gate import infer_node_rank  # noqa: PLC0415
+
+    me = socket.gethostname()
+    assert infer_node_rank(["a", "b"], {"SLURM_NODEID": "1"}) == 1
+    assert infer_node_rank(["solo"], {}) == 0
+    assert infer_node_rank(["other", me], {}) == 1
+    with pytest.raises(ValueError, match="--node-rank"):
+        infer_node_rank(["x-not-me", "y-not-me"], {})
