@@ -315,7 +315,14 @@ def ingest_gate(*, session: Session, gate: Gate, data_dir: Path,
     elif state == "failed":
         transition(gate, "failed", reason=status.get("reason"))
     elif state == "cancelled":
-        transition(gate, "cancelled", reason=status.get("reason"))
+        # The ledger moves to "cancelled" before it signals the job; a driver that was
+        # stopped while the ledger still says running was stopped from outside axbgate
+        # (Slurm's time limit, an admin's scancel, a node failure): that is a failure.
+        if job_state is not None and not job_state.terminal:
+            return gate  # wait one more pass for the scheduler's final state
+        scheduler = job_state.state if job_state is not None else "unknown"
+        transition(gate, "failed", reason=f"allocation stopped from outside axbgate "
+                                          f"({status.get('reason')}); scheduler state {scheduler}")
     _finish_runs(gate)
     session.flush()
     return gate
