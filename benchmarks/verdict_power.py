@@ -40,7 +40,7 @@ from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from orchestrator.verdict import (  # noqa: E402
+from orchestrator.verdict import (
     ControlHistory,
     get_policy,
     judge,
@@ -137,7 +137,7 @@ def main() -> None:
     table = {(j[0], j[1], -j[2]): r for j, r in zip(jobs, results)}
 
     print("# verdict_power: simulated false-accept rate and power of the verdict policies")
-    print(f"# date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+    print(f"# date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}")
     print(f"# machine: {platform.node()} {platform.machine()} {platform.processor() or ''} "
           f"cpus={os.cpu_count()} python={platform.python_version()} numpy={np.__version__}")
     print(f"# command: .venv/bin/python benchmarks/verdict_power.py --trials {args.trials} "

@@ -4,6 +4,9 @@ Vocabulary follows DESIGN.md section 1: a gate is a pattern of runs on one
 allocation; controls (roles ``A`` and ``B``) bracket candidate copies (role
 ``X``). All step times are run medians in seconds (DESIGN.md section 2).
 
+Bad input raises ValueError, also for wrong types (STYLE.md: ValueError for bad
+input; hence the TRY004 exemptions).
+
 Pattern rules (validated by :class:`GateMeasurement`):
 
 * runs are given in pattern order (strictly increasing ``order``);
@@ -15,6 +18,7 @@ Pattern rules (validated by :class:`GateMeasurement`):
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Mapping
@@ -102,7 +106,7 @@ class RunSummary:
         if not isinstance(self.order, int) or isinstance(self.order, bool) or self.order < 0:
             raise ValueError(f"order must be an integer >= 0, got {self.order!r}")
         if not isinstance(self.failed, bool):
-            raise ValueError(f"failed must be a bool, got {self.failed!r}")
+            raise ValueError(f"failed must be a bool, got {self.failed!r}")  # noqa: TRY004
         if self.failed:
             if not _is_real(self.median_step_s):
                 raise ValueError(f"median_step_s must be a number, got {self.median_step_s!r}")
@@ -156,10 +160,12 @@ class GateMeasurement:
             raise ValueError("runs must not be empty")
         for run in runs:
             if not isinstance(run, RunSummary):
-                raise ValueError(f"runs must hold RunSummary objects, got {run!r}")
+                raise ValueError(f"runs must hold RunSummary objects, got {run!r}")  # noqa: TRY004
         orders = [run.order for run in runs]
-        if any(later <= earlier for earlier, later in zip(orders, orders[1:])):
-            raise ValueError(f"runs must be in pattern order (strictly increasing order), got {orders}")
+        if any(later <= earlier for earlier, later in itertools.pairwise(orders)):
+            raise ValueError(
+                f"runs must be in pattern order (strictly increasing order), got {orders}"
+            )
         roles = "".join(run.role for run in runs)
         if "A" not in roles:
             raise ValueError(f"runs must include at least one control A, pattern {roles!r}")
@@ -177,7 +183,7 @@ class GateMeasurement:
         if self.mfu_numerator_pct_s is not None:
             check_positive_finite("mfu_numerator_pct_s", self.mfu_numerator_pct_s)
         if not isinstance(self.health_failed, bool):
-            raise ValueError(f"health_failed must be a bool, got {self.health_failed!r}")
+            raise ValueError(f"health_failed must be a bool, got {self.health_failed!r}")  # noqa: TRY004
         for side, is_control in (("control", True), ("candidate", False)):
             side_runs = [run for run in runs if run.is_control is is_control]
             for attr, run_attr in (
@@ -206,7 +212,9 @@ def _resolve_side_value(
     if explicit is not None:
         check_positive_int(name, explicit)
         if recorded and recorded != {explicit}:
-            raise ValueError(f"{name}={explicit} contradicts the runs' {run_attr} {sorted(recorded)}")
+            raise ValueError(
+                f"{name}={explicit} contradicts the runs' {run_attr} {sorted(recorded)}"
+            )
         return explicit
     if len(recorded) > 1:
         raise ValueError(f"runs disagree on {run_attr} for {name}: {sorted(recorded)}")

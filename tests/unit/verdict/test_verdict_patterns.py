@@ -159,8 +159,8 @@ def test_registry_names_and_defaults() -> None:
     ("name", "params", "match"),
     [
         ("t-test", {}, r"unknown policy 't-test'; valid policies: drift, ratio-ci"),
-        ("drift", {"confidence": 0.9}, r"unknown parameter\(s\) confidence .*valid parameters: "
-         "max_drift_pct, min_effect_pct, tolerance_pct"),
+        ("drift", {"confidence": 0.9}, (r"unknown parameter\(s\) confidence .*valid parameters: "
+                                        "max_drift_pct, min_effect_pct, tolerance_pct")),
         ("drift", {"max_drift_pct": 0.0}, "max_drift_pct"),
         ("drift", {"max_drift_pct": float("nan")}, "max_drift_pct"),
         ("drift", {"min_effect_pct": -0.1}, "min_effect_pct"),

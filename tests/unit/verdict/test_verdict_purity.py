@@ -9,7 +9,7 @@ import orchestrator.verdict as verdict_pkg
 
 PACKAGE_DIR = pathlib.Path(verdict_pkg.__file__).parent
 ALLOWED_TOP_LEVEL = {
-    "__future__", "collections", "dataclasses", "functools", "math", "numbers",
+    "__future__", "collections", "dataclasses", "functools", "itertools", "math", "numbers",
     "statistics", "typing", "scipy", "orchestrator",
 }
 FORBIDDEN_CALLS = {"open", "print", "input", "exec", "eval", "__import__"}
