@@ -1,10 +1,13 @@
 """Health gate: prove an allocation before any timing counts (DESIGN.md sections 4, 5).
 
 Probes (one module each, reporting only): ``inventory``, ``network``, ``clocks``
-(NVML reader ``nvml`` with the ``smi`` nvidia-smi fallback), ``fabric``,
-``collectives``, ``load``. Decisions: ``criteria`` (data files in
-``health/criteria/``) and the pure ``judge``. Launch: the pure ``preamble`` and the
-single hard-timeout wrapper ``timeouts``. ``gate.run_health_gate`` runs it all.
+(NVML reader ``nvml`` with the ``smi`` nvidia-smi fallback, both producing
+``readings.GpuReading``), ``fabric``, ``collectives``, ``load``. Decisions:
+``criteria`` (data files in ``health/criteria/``) and the pure ``judge`` (with
+``gpu_rules`` and ``outcome``). Launch: the pure ``preamble`` and the single
+hard-timeout wrapper ``timeouts``. ``gate.run_health_gate`` spawns or becomes the
+ranks (``rank``), collects ``results`` and returns a ``report.HealthReport``;
+``cli.main`` is ``python -m health`` / ``axbgate health``.
 
 This package never imports ``orchestrator`` or ``trainer``.
 """

@@ -13,24 +13,21 @@ No I/O, no clock, no torch. Rules:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from health.clocks import GpuProbe, nvlink_error_deltas
 from health.collectives import BandwidthResult
-from health.criteria import ClockCriteria, CollectiveCriteria, Criteria
-from health.fabric import FabricObservation, group_domains, observe_fabric
-from health.readings import GpuReading
+from health.criteria import CollectiveCriteria, Criteria
+from health.fabric import observe_fabric
+from health.gpu_rules import classify_clock_bin, fabric_checks, gpu_checks
+from health.outcome import FAIL, HANG, PASS, WARN, CheckOutcome, worst
 from health.results import GateResults
 
 logger = logging.getLogger(__name__)
 
-PASS, WARN, FAIL, HANG = "PASS", "WARN", "FAIL", "HANG"
 HEALTHY, DEGRADED, FAILED = "healthy", "degraded", "failed"
-_RANK = {PASS: 0, WARN: 1, FAIL: 2, HANG: 3}
 
 #: Stage -> the check its hang or error is reported under.
 STAGE_CHECKS: dict[str, str] = {
@@ -45,49 +42,6 @@ STAGE_CHECKS: dict[str, str] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckOutcome:
-    """One judged check: one ``AXBGATE_HEALTH`` record."""
-
-    check: str
-    status: str
-    message: str = ""
-    measured: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    threshold: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    host: str | None = None
-    gpu_index: int | None = None
-    duration_s: float | None = None
-    stack_dump: str | None = None
-
-    def to_record(self) -> dict[str, Any]:
-        """The record-contract object (docs/record-contract.md, ``AXBGATE_HEALTH``).
-
-        Returns:
-            ``{"v": 1, "check", "status", ...}`` with empty optional keys left out.
-        """
-        out: dict[str, Any] = {"v": 1, "check": self.check, "status": self.status}
-        for key in ("measured", "threshold"):
-            if getattr(self, key):
-                out[key] = dict(getattr(self, key))
-        for key in ("message", "host", "gpu_index", "duration_s", "stack_dump"):
-            value = getattr(self, key)
-            if value not in (None, ""):
-                out[key] = value
-        return out
-
-
-def worst(statuses: Sequence[str]) -> str:
-    """The most severe status (HANG > FAIL > WARN > PASS).
-
-    Args:
-        statuses: statuses; empty counts as PASS.
-
-    Returns:
-        The worst one.
-    """
-    return max(statuses, key=_RANK.__getitem__, default=PASS)
-
-
 def allocation_verdict(checks: Sequence[CheckOutcome]) -> str:
     """Allocation verdict from the checks.
 
@@ -99,26 +53,6 @@ def allocation_verdict(checks: Sequence[CheckOutcome]) -> str:
     """
     status = worst([c.status for c in checks])
     return {PASS: HEALTHY, WARN: DEGRADED}.get(status, FAILED)
-
-
-def classify_clock_bin(max_sm_clock_mhz: int | None, clocks: ClockCriteria) -> str:
-    """Which clock bin a max SM clock belongs to.
-
-    Args:
-        max_sm_clock_mhz: the GPU's max SM clock, MHz (None = unreadable).
-        clocks: the criteria's bins and tolerance.
-
-    Returns:
-        ``healthy``, ``degraded``, ``unknown`` (no bin matches) or ``unreadable``.
-    """
-    if max_sm_clock_mhz is None:
-        return "unreadable"
-    tol = clocks.tolerance_mhz
-    if any(abs(max_sm_clock_mhz - b) <= tol for b in clocks.healthy_max_sm_mhz):
-        return "healthy"
-    if any(abs(max_sm_clock_mhz - b) <= tol for b in clocks.degraded_max_sm_mhz):
-        return "degraded"
-    return "unknown"
 
 
 def busbw_status(
@@ -149,196 +83,6 @@ def busbw_status(
     if busbw < base * col.warn_ratio:
         return WARN, threshold, msg
     return PASS, threshold, msg
-
-
-def _gpu_checks(probe: GpuProbe, after: GpuProbe | None, c: Criteria) -> list[CheckOutcome]:
-    out: list[CheckOutcome] = []
-    deltas = nvlink_error_deltas(probe.readings, after.readings if after else ())
-    for g in probe.readings:
-        out.extend(_one_gpu(g, probe.host, probe.source, deltas.get(g.index), c))
-    return out
-
-
-def _one_gpu(
-    g: GpuReading, host: str, source: str | None, delta: Mapping[str, int] | None, c: Criteria
-) -> list[CheckOutcome]:
-    def chk(name: str, status: str, msg: str, measured: dict, threshold: dict | None = None):
-        measured = {**measured, "reader": source}
-        return CheckOutcome(name, status, msg, measured, threshold or {}, host, g.index)
-
-    out = []
-    gp, ck = c.gpu, c.clocks
-    busy = g.num_compute_processes
-    idle_bad = FAIL if gp.idle_policy == "fail" else WARN
-    out.append(
-        chk("gpu_idle", WARN, "compute processes unreadable", {})
-        if busy is None
-        else chk(
-            "gpu_idle",
-            idle_bad if busy else PASS,
-            f"{busy} foreign compute process(es): {list(g.compute_pids)}" if busy else "idle",
-            {"num_compute_processes": busy},
-            {"max_compute_processes": 0},
-        )
-    )
-    bin_ = classify_clock_bin(g.max_sm_clock_mhz, ck)
-    status = {"healthy": PASS, "degraded": WARN, "unreadable": WARN}.get(bin_, FAIL)
-    out.append(
-        chk(
-            "clock_bin",
-            status,
-            f"max SM clock {g.max_sm_clock_mhz} MHz: {bin_} bin",
-            {"max_sm_clock_mhz": g.max_sm_clock_mhz, "sm_clock_mhz": g.sm_clock_mhz,
-             "clock_bin": bin_},
-            {"healthy_max_sm_mhz": list(ck.healthy_max_sm_mhz),
-             "degraded_max_sm_mhz": list(ck.degraded_max_sm_mhz),
-             "tolerance_mhz": ck.tolerance_mhz},
-        )
-    )
-    expected = ck.power_limit_w if ck.power_limit_w is not None else g.default_power_limit_w
-    if g.power_limit_w is None or expected is None:
-        out.append(chk("power_limit", WARN, "power limit unreadable", {}))
-    else:
-        floor = expected * (1 - ck.power_limit_tolerance_pct / 100)
-        low = g.power_limit_w < floor
-        out.append(
-            chk(
-                "power_limit",
-                WARN if low else PASS,
-                f"enforced {g.power_limit_w:.0f} W vs expected {expected:.0f} W",
-                {"power_limit_w": g.power_limit_w,
-                 "default_power_limit_w": g.default_power_limit_w},
-                {"min_power_limit_w": floor},
-            )
-        )
-    if g.clock_event_reasons is None:
-        out.append(chk("clock_events", WARN, "clock-event reasons unreadable", {}))
-    else:
-        bad = sorted(set(g.clock_event_reasons) & set(ck.fail_reasons))
-        out.append(
-            chk(
-                "clock_events",
-                FAIL if bad else PASS,
-                f"active at idle: {bad}" if bad else "no slowdown reason active at idle",
-                {"active": list(g.clock_event_reasons)},
-                {"fail_reasons": list(ck.fail_reasons)},
-            )
-        )
-    vol, agg = g.ecc_uncorrected_volatile, g.ecc_uncorrected_aggregate
-    if vol is None and agg is None:
-        out.append(chk("ecc", WARN, "ECC counters unreadable", {}))
-    else:
-        status = FAIL if (vol or 0) > 0 else WARN if (agg or 0) > 0 else PASS
-        out.append(
-            chk("ecc", status, f"uncorrected volatile={vol} aggregate={agg}",
-                {"uncorrected_volatile": vol, "uncorrected_aggregate": agg})
-        )
-    if g.remapped_rows_pending is None and g.remapped_rows_failure is None:
-        out.append(chk("remapped_rows", WARN, "remapped rows unreadable", {}))
-    else:
-        status = FAIL if g.remapped_rows_failure else WARN if g.remapped_rows_pending else PASS
-        out.append(
-            chk("remapped_rows", status,
-                f"failure={g.remapped_rows_failure} pending={g.remapped_rows_pending}",
-                {"uncorrectable": g.remapped_rows_uncorrectable,
-                 "pending": g.remapped_rows_pending, "failure": g.remapped_rows_failure})
-        )
-    if g.recovery_action is None:
-        out.append(chk("recovery_action", WARN, "recovery action unreadable", {}))
-    else:
-        ok = g.recovery_action in gp.allowed_recovery_actions
-        out.append(
-            chk("recovery_action", PASS if ok else FAIL, f"recovery action {g.recovery_action}",
-                {"recovery_action": g.recovery_action},
-                {"allowed": list(gp.allowed_recovery_actions)})
-        )
-    out.append(_nvlink(g, delta, c, chk))
-    return out
-
-
-def _nvlink(g: GpuReading, delta: Mapping[str, int] | None, c: Criteria, chk: Any) -> CheckOutcome:
-    need = c.gpu.min_nvlink_active_links
-    if need is None:
-        return chk("nvlink", PASS, "no NVLink requirement", {"active_links": g.nvlink_active_links})
-    if g.nvlink_active_links is None:
-        return chk("nvlink", WARN, "NVLink state unreadable", {}, {"min_active_links": need})
-    grew = {k: v for k, v in (delta or {}).items() if v > 0}
-    measured = {"active_links": g.nvlink_active_links, "error_deltas": dict(delta or {})}
-    threshold = {"min_active_links": need, "max_error_delta": 0}
-    if g.nvlink_active_links < need:
-        return chk("nvlink", FAIL, f"{g.nvlink_active_links} of {need} links active", measured,
-                   threshold)
-    if grew:
-        status = FAIL if c.gpu.nvlink_error_delta_policy == "fail" else WARN
-        return chk("nvlink", status, f"error counters grew during the gate: {grew}", measured,
-                   threshold)
-    return chk("nvlink", PASS, f"{g.nvlink_active_links} links active, no new errors", measured,
-               threshold)
-
-
-def _fabric_checks(obs: Sequence[FabricObservation], c: Criteria, num_nodes: int) -> list:
-    issues: dict[tuple[str, int], list[tuple[str, str]]] = {(o.host, o.gpu_index): [] for o in obs}
-    sentinel = set(c.fabric.sentinel_clique_ids)
-    for o in obs:
-        key, f = (o.host, o.gpu_index), o.fabric
-        add = issues[key].append
-        if f is None or f.state == "Not Supported":
-            add((FAIL, "no fabric information") if c.fabric.required else (PASS, "no fabric"))
-            continue
-        if f.state != "Completed":
-            add((FAIL if c.fabric.required else WARN, f"fabric state {f.state}"))
-        elif f.status != "Success":
-            add((FAIL, f"fabric state Completed with status {f.status}"))
-        if num_nodes > 1 and f.cluster_uuid_is_zero:
-            add((FAIL, "zero cluster UUID on a multi-node allocation"))
-        if f.clique_id in sentinel:
-            add((WARN, f"clique id {f.clique_id} ({f.clique_id:#x}) is a known sentinel"))
-        h = f.health
-        for name in ("route_unhealthy",):
-            if h.get(name) == "true":
-                add((FAIL, f"fabric health {name}"))
-        for name in ("degraded_bw", "route_recovery", "access_timeout_recovery"):
-            if h.get(name) == "true":
-                add((WARN, f"fabric health {name}"))
-        if h.get("incorrect_configuration") not in (None, "none", "not_supported"):
-            add((FAIL, f"fabric incorrect configuration {h['incorrect_configuration']}"))
-        if h.get("gfm_state") == "disconnected":
-            add((FAIL, "fabric manager disconnected"))
-        if h.get("summary") in ("unhealthy",):
-            add((FAIL, "fabric health summary unhealthy"))
-        elif h.get("summary") in ("limited_capacity",):
-            add((WARN, "fabric health summary limited capacity"))
-    # GPUs that must share one domain: the whole allocation on a required (MNNVL)
-    # fabric, otherwise the GPUs of each node.
-    scopes: dict[str, list[FabricObservation]] = {}
-    for o in obs:
-        scopes.setdefault("*" if c.fabric.required else o.host, []).append(o)
-    for members in scopes.values():
-        groups = group_domains(members)
-        if len(groups) < 2:
-            continue
-        major = max(groups, key=lambda k: len(groups[k]))
-        for dom, gpus in groups.items():
-            if dom == major:
-                continue
-            for o in gpus:
-                issues[(o.host, o.gpu_index)].append(
-                    (FAIL, f"GPU {o.gpu_index} on {o.host}: fabric domain (cluster {dom[0]}, "
-                     f"clique {dom[1]}) differs from (cluster {major[0]}, clique {major[1]}) "
-                     f"of {len(groups[major])} other GPU(s)")
-                )
-    out = []
-    for o in obs:
-        found = issues[(o.host, o.gpu_index)]
-        status = worst([s for s, _ in found])
-        msgs = [m for s, m in found if s != PASS] or [m for _, m in found] or ["fabric ok"]
-        f = o.fabric
-        measured = {} if f is None else {
-            "state": f.state, "status": f.status, "clique_id": f.clique_id,
-            "cluster_uuid": f.cluster_uuid, "health": dict(f.health)}
-        out.append(CheckOutcome("fabric", status, "; ".join(msgs), measured,
-                                {"required": c.fabric.required}, o.host, o.gpu_index))
-    return out
 
 
 def _inventory_checks(r: GateResults, c: Criteria) -> list[CheckOutcome]:
@@ -501,8 +245,8 @@ def judge(results: GateResults, criteria: Criteria) -> tuple[CheckOutcome, ...]:
     checks = _network_checks(results) + _inventory_checks(results, criteria)
     if criteria.gpu_model is not None:
         for node in results.nodes:
-            checks += _gpu_checks(node.gpus, node.gpus_after, criteria)
-        checks += _fabric_checks(
+            checks += gpu_checks(node.gpus, node.gpus_after, criteria)
+        checks += fabric_checks(
             observe_fabric([n.gpus for n in results.nodes]), criteria, results.num_nodes
         )
     checks += _collective_checks(results, criteria)
