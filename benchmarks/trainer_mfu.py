@@ -8,7 +8,7 @@ One invocation does every measurement of the issue-3 GPU benchmark:
    Its TFLOP/s (DESIGN.md section 2 FLOPs of one block) is the ceiling the
    trainer is compared with. A plain 8192^3 bf16 matmul rate is printed too.
 2. ``torchrun --nproc_per_node 1`` and ``2`` of ``python -m trainer train --recipe
-   ltx2-bench-h200`` with the fastest backend, parsing ``AXBGATE_RESULT``; each
+   ltx2-bench-h200`` with the recipe's attention backend (cuDNN), parsing ``AXBGATE_RESULT``; each
    run also profiles 2 extra steps and writes the torch.profiler table.
 
 Logs go to ``--out`` (``$OUT`` on the device machine); the table is printed last.
@@ -62,9 +62,14 @@ def ceiling(recipe_name: str, backends: list[str]) -> dict:
         bsz = recipe.train.local_batch_size
         flops = flops_per_sample(recipe) // m.num_layers * bsz
         try:
-            # Dynamo does not guard on the SDPA backend flags: without a reset the
-            # second backend would silently reuse the first backend's graph.
+            # Dynamo does not guard on the SDPA backend flags, and the on-disk
+            # FX-graph / AOTAutograd caches do not key on them either: without a
+            # reset and with caches on, the second backend silently reuses the
+            # first backend's compiled graph (seen on 2026-11-30: compile 0.4 s).
             torch._dynamo.reset()
+            torch._inductor.config.fx_graph_cache = False
+            if hasattr(torch._functorch.config, "enable_autograd_cache"):
+                torch._functorch.config.enable_autograd_cache = False
             torch.manual_seed(0)
             block = LTX2Block(m).to(dev)
             init_weights(block, 0.02, 0)
@@ -137,7 +142,9 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--recipe", default="ltx2-bench-h200")
     p.add_argument("--phase", default="all", choices=["all", "ceiling"])
-    p.add_argument("--backends", default="cudnn,flash")
+    p.add_argument("--backends", default="cudnn,flash", help="ceiling SDPA backends")
+    p.add_argument("--backend", default=None,
+                   help="trainer SDPA backend (default: the recipe's)")
     p.add_argument("--extra", default="", help="space-separated trainer overrides")
     p.add_argument("--variant", action="append", default=[],
                    help="extra 2-GPU run: space-separated overrides (repeatable)")
@@ -153,7 +160,9 @@ def main() -> int:
                       out / "ceiling.log", args.timeout)
     ceil = json.loads(text.splitlines()[0]) if code == 0 else {}
     ok = {k: v for k, v in ceil.items() if isinstance(v, dict) and "tflops" in v}
-    best = max(ok, key=lambda k: ok[k]["tflops"]) if ok else "flash"
+    from trainer.config import load_recipe
+
+    best = args.backend or load_recipe(args.recipe).model.attention_backend
     rows = []
     runs = [(1, "", ""), (2, "", "")] + [(2, v, f"_v{i}") for i, v in enumerate(args.variant)]
     for n, variant, tag in runs:
@@ -170,7 +179,7 @@ def main() -> int:
         if prof.exists() and n == 2:
             print(f"== profile, {n} GPU(s), rank 0, 2 steps (top rows) ==")
             print("\n".join(prof.read_text().splitlines()[:34]))
-    ceil_tf = ok[best]["tflops"] if ok else float("nan")
+    ceil_tf = ok[best]["tflops"] if best in ok else float("nan")
     print(f"== table (backend {best}; peak {PEAK / 1e12:.0f} TFLOP/s dense BF16) ==")
     print(f"{'config':<28}{'median_s':>10}{'MFU%':>8}{'TFLOP/s/GPU':>13}{'x ceiling':>11}"
           f"{'peak_alloc_GiB':>16}")
