@@ -125,23 +125,17 @@ def build(recipe: Recipe, d: Dist) -> tuple[torch.nn.Module, torch.optim.Optimiz
     return model, optimizer
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               micro_batches: list[dict[str, torch.Tensor]],
-               max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimizer step over the micro-batches.
-
-    Gradients are reduce-scattered only on the last micro-step; the clip norm is a
-    device tensor that the caller reads on the host after ``optimizer.step()``.
+def accumulate_grads(model: torch.nn.Module,
+                     micro_batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+    """Forward/backward every micro-batch; gradients sync only on the last one.
 
     Args:
         model: FSDP2 model.
-        optimizer: AdamW over the sharded parameters.
         micro_batches: ``grad_accum_steps`` batches (see ``trainer.data``).
-        max_grad_norm: Clipping threshold (global L2 norm).
 
     Returns:
-        ``(loss, grad_norm)``: this rank's mean micro-batch loss and the global
-        pre-clip gradient norm, both 0-dim float32 device tensors.
+        This rank's mean micro-batch loss, a 0-dim float32 device tensor (each
+        micro-loss is divided by the number of micro-batches before backward).
     """
     n = len(micro_batches)
     loss_sum = torch.zeros((), device=micro_batches[0]["latents"].device)
@@ -150,6 +144,28 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         loss = flow_matching_loss(model, batch) / n
         loss.backward()
         loss_sum += loss.detach()
+    return loss_sum
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               micro_batches: list[dict[str, torch.Tensor]],
+               max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step over the micro-batches.
+
+    The clip norm stays a device tensor: the caller reads it on the host only
+    after ``optimizer.step()`` so the step is not stalled by a host sync.
+
+    Args:
+        model: FSDP2 model.
+        optimizer: AdamW over the sharded parameters.
+        micro_batches: ``grad_accum_steps`` batches.
+        max_grad_norm: Clipping threshold (global L2 norm).
+
+    Returns:
+        ``(loss, grad_norm)``: this rank's mean micro-batch loss and the global
+        pre-clip gradient norm, both 0-dim float32 device tensors.
+    """
+    loss_sum = accumulate_grads(model, micro_batches)
     params = [p for p in model.parameters() if p.grad is not None]
     grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, foreach=True)
     if hasattr(grad_norm, "full_tensor"):
