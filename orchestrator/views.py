@@ -66,21 +66,29 @@ def _side(spec: dict[str, Any]) -> SideSummary:
     )
 
 
-def _recipe_label(gate: Gate) -> str:
-    if gate.recipe_name:
-        return gate.recipe_name
-    command = (gate.workload or {}).get("command") or []
+def _recipe_label_of(recipe_name: str | None, workload: dict[str, Any] | None) -> str:
+    if recipe_name:
+        return recipe_name
+    command = (workload or {}).get("command") or []
     return f"command:{Path(str(command[0])).name}" if command else "unknown"
 
 
-def _topology_label(gate: Gate, alloc: Allocation | None) -> str | None:
-    if alloc is not None and alloc.topology:
-        return alloc.topology
-    req = gate.topology_request or {}
+def _recipe_label(gate: Gate) -> str:
+    return _recipe_label_of(gate.recipe_name, gate.workload)
+
+
+def _topology_label_of(topology: str | None, request: dict[str, Any] | None) -> str | None:
+    if topology:
+        return topology
+    req = request or {}
     if not req:
         return None
     gpus = req.get("gpus_per_node") or 0
     return f"requested {req.get('nodes', 1)}x{gpus if gpus else 'cpu'}"
+
+
+def _topology_label(gate: Gate, alloc: Allocation | None) -> str | None:
+    return _topology_label_of(alloc.topology if alloc is not None else None, gate.topology_request)
 
 
 def _num(numbers: dict[str, Any], key: str) -> float | None:
@@ -250,24 +258,27 @@ def stopping_points(*, session: Session) -> StoppingPointsPublic:
 
     Best means the lowest candidate run median; ties go to the newer gate.
     """
-    groups: dict[tuple[str, str], list[GateSummaryPublic]] = defaultdict(list)
-    for row in store.ledger.eligible_accepted_rows(session=session):
-        summary = _summary(row)
-        if summary.candidate_s is None or summary.topology is None:
+    groups: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for gate_id, topology, recipe_name, workload, request, candidate_s in (
+        store.ledger.eligible_accepted_candidates(session=session)
+    ):
+        label = _topology_label_of(topology, request)
+        if candidate_s is None or label is None:
             continue
-        groups[(summary.topology, summary.recipe)].append(summary)
-    data = []
-    for (topology, recipe), gates in sorted(groups.items()):
-        best = min(gates, key=lambda s: (s.candidate_s, -s.id))
-        data.append(
-            StoppingPointPublic(
-                topology=topology,
-                recipe=recipe,
-                candidate_s=best.candidate_s,  # type: ignore[arg-type]
-                num_accepted=len(gates),
-                gate=best,
-            )
+        groups[(label, _recipe_label_of(recipe_name, workload))].append((candidate_s, gate_id))
+    best = {key: min(items, key=lambda item: (item[0], -item[1])) for key, items in groups.items()}
+    rows = store.ledger.all_rows(session=session, gate_ids=[gid for _, gid in best.values()])
+    summaries = {row[0].id: _summary(row) for row in rows}
+    data = [
+        StoppingPointPublic(
+            topology=topology,
+            recipe=recipe,
+            candidate_s=best[(topology, recipe)][0],
+            num_accepted=len(groups[(topology, recipe)]),
+            gate=summaries[best[(topology, recipe)][1]],
         )
+        for topology, recipe in sorted(best)
+    ]
     return StoppingPointsPublic(data=data)
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "LedgerRow",
     "all_rows",
     "artifacts_of_gate",
+    "eligible_accepted_candidates",
     "eligible_accepted_rows",
     "family_rows",
     "gate_row",
@@ -178,6 +179,32 @@ def family_rows(
         return []
     stmt = stmt.where(same, Gate.id < gate.id).order_by(Gate.id.desc()).limit(limit)
     return [tuple(r) for r in session.execute(stmt).all()]  # type: ignore[misc]
+
+
+def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
+    """Return light tuples of every baseline-eligible gate whose effective decision is
+    ``accept``: ``(gate_id, allocation topology, recipe_name, workload, topology_request,
+    candidate_s)`` with ``candidate_s`` the primary verdict's candidate median, seconds."""
+    newest = (
+        select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+        .group_by(Decision.gate_id)
+        .subquery("newest_decision")
+    )
+    dec = aliased(Decision, name="dec")
+    ver = aliased(Verdict, name="ver")
+    alloc = aliased(Allocation, name="alloc")
+    stmt = (
+        select(
+            Gate.id, alloc.topology, Gate.recipe_name, Gate.workload, Gate.topology_request,
+            ver.numbers["candidate_s"].as_float(),
+        )
+        .join(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
+        .join(alloc, alloc.id == Gate.allocation_id)
+        .outerjoin(newest, newest.c.gate_id == Gate.id)
+        .outerjoin(dec, dec.id == newest.c.decision_id)
+        .where(_eligible(alloc), func.coalesce(dec.decision, ver.verdict) == "accept")
+    )
+    return [tuple(r) for r in session.execute(stmt).all()]
 
 
 def eligible_accepted_rows(*, session: Session) -> list[LedgerRow]:
