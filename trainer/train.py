@@ -208,12 +208,12 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, num_steps: int
         loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm)
         dist.all_reduce(loss)
         loss_v, norm_v = loss.item() / d.world_size, grad_norm.item()
-        log.loss.append(loss_v)
-        log.grad_norm.append(norm_v)
         logger.info("rank=%d step=%d loss=%.6f grad_norm=%.4f", d.rank, step, loss_v, norm_v)
         if not (math.isfinite(loss_v) and math.isfinite(norm_v)):
             timer.close()
             raise NonFiniteError(f"non-finite loss={loss_v} or grad_norm={norm_v} at step {step}")
+        log.loss.append(loss_v)
+        log.grad_norm.append(norm_v)
     timer.close()
 
 
