@@ -57,7 +57,7 @@ def auth(token) -> dict[str, str]:
 
 @pytest.fixture
 def seeded(db_session, api_settings) -> dict[str, int]:
-    """The small ledger of :func:`tests.factories.seed_ledger`, committed."""
+    """The small ledger of :func:`tests.ledger_factories.seed_ledger`, committed."""
     from tests.ledger_factories import seed_ledger
 
     ids = seed_ledger(db_session, api_settings.artifacts_dir)

@@ -1,184 +1,19 @@
-"""Factories for ledger rows: gates are created through the real use case
-(:func:`orchestrator.gates.submit_gate`) with an external ``true`` command (no torch), then
-finished the way the poller would: allocation, health checks, run results, artifacts and a
-verdict from the real verdict engine. Also: gate requests for the fixture harness
-(``tests/fixtures/harness.py``) and a temporary git repository holding it.
+"""Gate requests for the fixture harness (``tests/fixtures/harness.py``) and a temporary
+git repository holding it. Ledger-row factories live in ``tests/ledger_factories.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.orm import Session
-
-from orchestrator import store
-from orchestrator import verdict as verdict_engine
-from orchestrator.gate_spec import GateCreate, parse_pattern
-from orchestrator.gates import submit_gate
-from orchestrator.lifecycle import transition
+from orchestrator.gate_spec import GateCreate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HARNESS = FIXTURES / "harness.py"
-
-WORKED_ACCEPT = (0.4284051351, 0.4148231971, 0.4264598510)
-"""DESIGN.md section 3, first worked example (accept)."""
-WORKED_NEUTRAL = (0.435652742, 0.434923236, 0.440625450)
-"""DESIGN.md section 3, second worked example (neutral)."""
-
-
-def make_gate(
-    session: Session,
-    *,
-    title: str = "packed qkv",
-    family: str | None = "ltx2-qkv",
-    tags: list[str] | None = None,
-    kind: str = "candidate",
-    pattern: str = "A X B",
-    warmup_steps: int = 3,
-    measured_steps: int = 6,
-    candidate_env: dict[str, str] | None = None,
-    idempotency_key: str | None = None,
-) -> int:
-    """Submit a queued gate through the use case; return its id."""
-    gate_in = GateCreate(
-        title=title,
-        family=family,
-        tags=tags if tags is not None else ["fsdp2"],
-        kind=kind,
-        run_pattern=pattern,
-        warmup_steps=warmup_steps,
-        measured_steps=measured_steps,
-        workload={"command": ["true"]},
-        candidate={"env": candidate_env if candidate_env is not None else {"NCCL_ALGO": "Ring"}},
-        health={"enabled": False},
-    )
-    gate, _created = submit_gate(session=session, gate_in=gate_in, idempotency_key=idempotency_key)
-    session.flush()
-    return gate.id
-
-
-def _steps(median_s: float, warmup: int, measured: int, seed: int) -> list[float]:
-    """Deterministic per-step times whose measured median is exactly ``median_s``."""
-    warm = [median_s * (1.5 - 0.1 * i) for i in range(warmup)]
-    wiggle = [((seed * 7 + i * 13) % 5 - 2) * 1e-4 * median_s for i in range(measured)]
-    wiggle.sort()
-    mid = wiggle[len(wiggle) // 2] if measured % 2 else 0.0
-    return warm + [median_s + w - mid for w in wiggle]
-
-
-def finish_gate(
-    session: Session,
-    gate_id: int,
-    *,
-    medians_s: tuple[float, ...] = WORKED_ACCEPT,
-    health_verdict: str = "healthy",
-    topology: str = "1x8 H200 NVLink",
-    artifacts_dir: Path | None = None,
-    status: str = "succeeded",
-) -> None:
-    """Finish a queued gate: allocation + health checks, run results, verdict."""
-    gate = store.gates.get_gate(session=session, gate_id=gate_id)
-    alloc = store.allocations.create_allocation(
-        session=session,
-        facts={
-            "scheduler_job_id": f"{1000 + gate_id}",
-            "executor": "slurm",
-            "hostnames": ["gpu-node-01"],
-            "num_nodes": 1,
-            "gpu_model": "NVIDIA H200",
-            "gpus_per_node": 8,
-            "num_gpus": 8,
-            "topology": topology,
-            "clock_bin": "1980" if health_verdict == "healthy" else "1755",
-            "max_sm_clock_mhz": 1980.0,
-            "power_limit_w": 700.0,
-            "health_verdict": health_verdict,
-            "driver_version": "570.86",
-            "nccl_version": "2.26.2",
-        },
-    )
-    store.allocations.add_health_checks(
-        session=session,
-        allocation=alloc,
-        checks=[
-            {"name": "clocks", "status": "PASS" if health_verdict == "healthy" else "WARN",
-             "host": "gpu-node-01", "measured": {"max_sm_clock_mhz": 1980}},
-            {"name": "sustained_all_reduce", "status": "PASS", "host": "gpu-node-01",
-             "measured": {"busbw_gbps": 296.1}, "threshold": {"min_busbw_gbps": 280}},
-        ],
-    )
-    gate.allocation_id = alloc.id
-    transition(gate, "submitted")
-    transition(gate, "running")
-    runs = sorted(gate.runs, key=lambda r: r.order)
-    assert len(runs) == len(medians_s), "one median per run of the pattern"
-    for run, median in zip(runs, medians_s):
-        steps = _steps(median, gate.num_warmup_steps, gate.num_measured_steps, run.order)
-        transition(run, "running")
-        store.runs.update_run(
-            session=session,
-            run=run,
-            allocation_id=alloc.id,
-            slowest_rank_step_s=steps,
-            num_warmup_steps=gate.num_warmup_steps,
-            num_measured_steps=gate.num_measured_steps,
-            median_step_s=median,
-            mfu_pct=40.0 * 0.42 / median,
-            world_size=8,
-            local_batch_size=1,
-            grad_accum_steps=1,
-            command=["true"],
-            versions={"torch": "2.13.0"},
-        )
-        transition(run, "succeeded")
-        if artifacts_dir is not None:
-            data = "".join(f"AXBGATE_STEP {{\"step\": {i}, \"s\": {s}}}\n" for i, s in enumerate(steps))
-            sha = hashlib.sha256(data.encode()).hexdigest()
-            path = artifacts_dir / "logs" / sha[:2] / f"{sha}.log"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(data)
-            store.artifacts.add_artifact(
-                session=session, path=str(path), size_bytes=len(data), sha256=sha,
-                kind="log", run_id=run.id, gate_id=gate.id,
-            )
-    roles = "".join(parse_pattern(gate.run_pattern))
-    measurement = verdict_engine.measurement_from_pattern(
-        roles, medians_s, kind="regate" if gate.kind == "regate" else "candidate",
-        mfu_numerator_pct_s=40.0 * 0.42,
-    )
-    policy = verdict_engine.get_policy(gate.policy)
-    result = verdict_engine.judge(measurement, policy)
-    store.verdicts.save_verdict(
-        session=session,
-        gate_id=gate.id,
-        policy=result.policy,
-        policy_version=result.policy_version,
-        params=dict(result.params),
-        verdict=result.verdict,
-        numbers=result.to_dict(),
-    )
-    transition(gate, status)
-    session.flush()
-
-
-def seed_ledger(session: Session, artifacts_dir: Path | None = None) -> dict[str, Any]:
-    """A small ledger: accepted, neutral, degraded-accept, queued and a regate."""
-    ids = {}
-    ids["accept"] = make_gate(session, title="packed qkv", family="ltx2-qkv", tags=["fsdp2", "qkv"])
-    finish_gate(session, ids["accept"], medians_s=WORKED_ACCEPT, artifacts_dir=artifacts_dir)
-    ids["neutral"] = make_gate(session, title="reshard off", family="ltx2-reshard", tags=["fsdp2"])
-    finish_gate(session, ids["neutral"], medians_s=WORKED_NEUTRAL, artifacts_dir=artifacts_dir)
-    ids["degraded"] = make_gate(session, title="packed qkv v2", family="ltx2-qkv", tags=["qkv"])
-    finish_gate(session, ids["degraded"], medians_s=(0.43, 0.40, 0.43), health_verdict="degraded")
-    ids["queued"] = make_gate(session, title="compile blocks", family="ltx2-compile", tags=["compile"])
-    ids["regate"] = make_gate(session, title="nightly", family=None, tags=["nightly"], kind="regate")
-    finish_gate(session, ids["regate"], medians_s=(0.4300, 0.4301, 0.4302))
-    return ids
 
 
 def harness_gate(*, control_ms: float = 100.0, candidate_ms: float = 100.0, health: bool = False,
