@@ -20,6 +20,7 @@ __all__ = [
     "AuthSettings",
     "DatabaseSettings",
     "ExecutorSettings",
+    "GateServiceSettings",
     "NightlySettings",
     "Settings",
     "get_settings",
@@ -72,6 +73,16 @@ class ExecutorSettings(BaseModel):
     signal 90 s before the limit, so shorter limits fail early (shared/SLURM_CI.md)."""
 
 
+class GateServiceSettings(BaseModel):
+    """Dispatcher and poller inside ``axbgate serve``."""
+
+    enabled: bool = True
+    """Submit queued gates and ingest running ones from the server process."""
+
+    loop_seconds: float = Field(default=2.0, gt=0)
+    """Seconds between two passes of the dispatcher and of the poller."""
+
+
 class NightlySettings(BaseModel):
     """Nightly re-gate scheduler."""
 
@@ -111,6 +122,7 @@ class Settings(BaseSettings):
 
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    gates: GateServiceSettings = Field(default_factory=GateServiceSettings)
     nightly: NightlySettings = Field(default_factory=NightlySettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
 

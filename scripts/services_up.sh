@@ -14,6 +14,10 @@ pg_isready -h 127.0.0.1 -p 5432 || { echo "PostgreSQL is not reachable on 127.0.
 if ! command -v ip >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2
 fi
+# Debian Chromium for the browser test of the web ledger.
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+fi
 # A real single-node Slurm cluster with accounting (slurmdbd + MariaDB).
 if [ -x scripts/slurm_up.sh ] || [ -f scripts/slurm_up.sh ]; then
   bash scripts/slurm_up.sh

@@ -25,12 +25,22 @@ class BaseService(Protocol):
 def build_services(settings: Any) -> list[BaseService]:
     """Return the background services to run inside ``axbgate serve``.
 
+    The dispatcher submits queued gates and the poller ingests gates in flight (both
+    gated by ``settings.gates.enabled``, each pass idempotent so a restarted server
+    re-attaches to gates already running).
+
     Args:
         settings: The :class:`~orchestrator.settings.Settings` of the process.
 
     Returns:
-        The services in start order. No service is implemented yet, so the list is
-        empty; the dispatcher, poller and nightly scheduler are appended here.
+        The services in start order.
     """
-    del settings
-    return []
+    from orchestrator.db.session import get_engine
+    from orchestrator.services.gates import Dispatcher, Poller
+
+    services: list[BaseService] = []
+    if settings.gates.enabled:
+        engine = get_engine(settings.database_url, settings.database.echo)
+        services.append(Dispatcher(engine, settings, loop_seconds=settings.gates.loop_seconds))
+        services.append(Poller(engine, settings, loop_seconds=settings.gates.loop_seconds))
+    return services

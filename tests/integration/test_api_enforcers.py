@@ -98,7 +98,8 @@ def test_reads_need_a_token_when_closed(db_url, tmp_path, seeded):
     from orchestrator.settings import Settings
 
     closed = create_app(
-        Settings(data_dir=tmp_path / "closed", database={"url": db_url}, auth={"read_open": False})
+        Settings(data_dir=tmp_path / "closed", database={"url": db_url}, auth={"read_open": False},
+                 gates={"enabled": False})
     )
     with TestClient(closed) as client:
         assert client.get("/gates").status_code == 401
