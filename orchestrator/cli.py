@@ -320,6 +320,9 @@ def gate_cmd(
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     settings = _settings()
+    if settings.server_url:
+        _gate_remote(gate_in, no_wait=no_wait, as_json=as_json)
+        return
     engine = _engine()
     try:
         with session_scope(engine) as session:
@@ -335,6 +338,71 @@ def gate_cmd(
         return
     follow_gate(engine, settings, gate.id, quiet=as_json)
     _show_gate(engine, gate.id, as_json)
+
+
+def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
+    """Submit through the server's API and watch the gate there."""
+    from orchestrator.cli_gate import follow_gate_remote
+    from orchestrator.cli_ledger import _remote_call
+    from orchestrator.schemas import GatePublic
+
+    created = _remote_call("POST", "/gates", json=gate_in.model_dump(mode="json"))
+    gate_id = created["id"]
+    if not as_json:
+        typer.echo(f"gate {gate_id} queued on {_settings().server_url}: pattern {created['run_pattern']}")
+    if no_wait:
+        if as_json:
+            _echo_json(created)
+        return
+    view = follow_gate_remote(_remote_call, gate_id, quiet=as_json)
+    gate = GatePublic.model_validate(view["gate"])
+    if as_json:
+        _echo_json(view["gate"])
+    else:
+        _print_gate(gate, {})
+    if gate.status != "succeeded":
+        raise typer.Exit(1)
+
+
+@app.command(
+    "submit",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def submit_cmd(ctx: typer.Context) -> None:
+    """Submit a gate and return at once (`axbgate gate --no-wait`; same options)."""
+    raise typer.Exit(main(["gate", *ctx.args, "--no-wait"]))
+
+
+@app.command("watch")
+def watch_cmd(
+    gate_id: Annotated[int, typer.Argument(help="Gate id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the final gate as JSON.")] = False,
+) -> None:
+    """Follow a gate live until it ends (embedded: this process drives it)."""
+    settings = _settings()
+    if settings.server_url:
+        from orchestrator.cli_gate import follow_gate_remote
+        from orchestrator.cli_ledger import _remote_call
+        from orchestrator.schemas import GatePublic
+
+        view = follow_gate_remote(_remote_call, gate_id, quiet=as_json)
+        gate = GatePublic.model_validate(view["gate"])
+        _echo_json(view["gate"]) if as_json else _print_gate(gate, {})
+        if gate.status != "succeeded":
+            raise typer.Exit(1)
+        return
+    from orchestrator import gates as use_cases
+    from orchestrator.cli_gate import follow_gate
+    from orchestrator.db.session import session_scope
+
+    engine = _engine()
+    try:
+        with session_scope(engine) as session:
+            use_cases.get_gate(session=session, gate_id=gate_id)
+    except AxbgateError as exc:
+        _fail(str(exc))
+    follow_gate(engine, settings, gate_id, quiet=as_json)
+    _show_gate(engine, gate_id, as_json)
 
 
 def _show_gate(engine, gate_id: int, as_json: bool) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.gate_spec import GateCreate
 
-__all__ = ["build_gate_request", "follow_gate", "format_pydantic_error"]
+__all__ = ["build_gate_request", "follow_gate", "follow_gate_remote", "format_pydantic_error"]
 
 
 def format_pydantic_error(exc: ValidationError) -> str:
@@ -110,3 +110,46 @@ def follow_gate(engine, settings, gate_id: int, *, quiet: bool, poll_s: float = 
                     use_cases.cancel_gate(session=session, gate_id=gate_id, reason="cancelled from the CLI (Ctrl-C)")
                     session.commit()
                 poll_pass(engine, settings, gate_ids=[gate_id])
+
+
+def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
+    """Watch a gate on a server (its services run it) until it ends.
+
+    Args:
+        call: ``call(method, path, **kw) -> JSON`` (the CLI's HTTP helper; exits on errors).
+        gate_id: Gate id.
+        quiet: No progress bars.
+        poll_s: Seconds between two GETs.
+
+    Returns:
+        The final ``GET /gates/{id}`` JSON.
+
+    Ctrl-C asks the server to cancel the gate, then keeps watching until it ends.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                        TimeElapsedColumn(), disable=quiet)
+    tasks: dict[int, Any] = {}
+    cancelled = False
+    with progress:
+        while True:
+            try:
+                view = call("GET", f"/gates/{gate_id}")
+                gate = view["gate"]
+                total = gate["num_warmup_steps"] + gate["num_measured_steps"]
+                for run in view["runs"]:
+                    if run["order"] not in tasks:
+                        tasks[run["order"]] = progress.add_task(
+                            f"run {run['order']} {run['role']}", total=total, info="pending")
+                    median = run.get("median_step_s")
+                    info = run["status"] if median is None else f"{run['status']} median {median * 1e3:.3f} ms"
+                    progress.update(tasks[run["order"]], completed=len(run.get("steps") or []), info=info)
+                if gate["status"] in ("succeeded", "failed", "cancelled"):
+                    return view
+                time.sleep(poll_s)
+            except KeyboardInterrupt:
+                if cancelled:
+                    raise
+                cancelled = True
+                call("POST", f"/gates/{gate_id}/cancel", json={"reason": "cancelled from the CLI (Ctrl-C)"})

@@ -41,3 +41,38 @@ def test_server_runs_a_submitted_gate(tmp_path):
     primary = [v for v in gate["verdicts"] if v["is_primary"]][0]
     assert primary["verdict"] == "reject"
     assert abs(primary["numbers"]["delta_pct"] - 10.0) < 0.2
+
+
+def test_cli_remote_mode_submits_and_watches_through_the_api(tmp_path, monkeypatch, capsys):
+    import json
+    import sys
+
+    from orchestrator.cli import main
+    from orchestrator.settings import get_settings
+    from tests.factories import HARNESS
+
+    settings = Settings(data_dir=tmp_path / "server", gates={"enabled": True, "loop_seconds": 0.5})
+    upgrade(settings.database_url)
+    app = create_app(settings)
+    with Session(app.state.engine) as session:
+        _row, secret = create_token(session=session, name="cli")
+        session.commit()
+    with serve(app) as url:
+        monkeypatch.setenv("AXBGATE_SERVER_URL", url)
+        monkeypatch.setenv("AXBGATE_API_TOKEN", secret)
+        get_settings.cache_clear()
+        code = main(["gate", "--command", json.dumps([sys.executable, str(HARNESS), "{warmup_steps}",
+                                                      "{measured_steps}"]),
+                     "--control-env", "HARNESS_STEP_MS=50", "--candidate-env", "HARNESS_STEP_MS=50",
+                     "--warmup-steps", "2", "--measured-steps", "5", "--no-health", "--json"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        gate = json.loads(out)
+        assert gate["status"] == "succeeded"
+        assert [v["verdict"] for v in gate["verdicts"] if v["is_primary"]] == ["neutral"]
+        # The gate lives in the server's ledger, not in a local embedded one.
+        code = main(["submit", "--command", json.dumps(["true"]), "--no-health", "--json"])
+        submitted = json.loads(capsys.readouterr().out)
+        assert code == 0 and submitted["status"] == "queued" and submitted["id"] == gate["id"] + 1
+    monkeypatch.delenv("AXBGATE_API_TOKEN")
+    get_settings.cache_clear()
