@@ -21,7 +21,7 @@ from orchestrator.measure import measure_run
 from orchestrator.records import ParsedLog, parse
 from orchestrator.schemas import RunImportPublic
 
-__all__ = ["import_log", "store_health"]
+__all__ = ["health_check_rows", "import_log", "store_health"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,22 +47,29 @@ def store_health(*, session: Session, parsed: ParsedLog, extra_facts: dict | Non
     facts.update(extra_facts or {})
     allocation = store.allocations.create_allocation(session=session, facts=facts)
     store.allocations.add_health_checks(
-        session=session,
-        allocation=allocation,
-        checks=[
-            {
-                "name": h.check,
-                "status": h.status or "PASS",
-                "host": h.host,
-                "measured": h.measured,
-                "threshold": h.threshold,
-                "message": h.message,
-                "raw": h.raw,
-            }
-            for h in parsed.health
-        ],
+        session=session, allocation=allocation, checks=health_check_rows(parsed)
     )
     return allocation
+
+
+def health_check_rows(parsed: ParsedLog) -> list[dict]:
+    """Health-check row values from the parsed ``AXBGATE_HEALTH`` / ``HEALTH_GATE`` records.
+
+    A harness line without a status is stored as ``PASS`` (the harness prints only checks
+    that completed; failures abort it).
+    """
+    return [
+        {
+            "name": h.check,
+            "status": h.status or "PASS",
+            "host": h.host,
+            "measured": h.measured,
+            "threshold": h.threshold,
+            "message": h.message,
+            "raw": h.raw,
+        }
+        for h in parsed.health
+    ]
 
 
 def _summary_from_run(run: Run, base: dict) -> RunImportPublic:

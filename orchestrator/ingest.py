@@ -23,7 +23,7 @@ from orchestrator.errors import RecordError
 from orchestrator.executors import BaseGateExecutor, GatePlan, JobRef, JobState
 from orchestrator.executors.plan import read_json, run_file_stem
 from orchestrator.gate_spec import TopologySpec
-from orchestrator.imports import store_health
+from orchestrator.imports import health_check_rows
 from orchestrator.lifecycle import TERMINAL_GATE_STATUSES, transition
 from orchestrator.measure import measure_run
 from orchestrator.records import parse
@@ -130,12 +130,8 @@ def _ingest_health(session: Session, gate: Gate, folder: Path, alloc: Allocation
             setattr(alloc, key, value)
     alloc.health_verdict = summary.get("verdict") or alloc.health_verdict
     if parsed and parsed.health:
-        # Reuse the import path for the check rows, attached to this allocation.
-        store.allocations.add_health_checks(session=session, allocation=alloc, checks=[
-            {"name": h.check, "status": h.status or "PASS", "host": h.host,
-             "measured": h.measured, "threshold": h.threshold, "message": h.message, "raw": h.raw}
-            for h in parsed.health
-        ])
+        store.allocations.add_health_checks(session=session, allocation=alloc,
+                                            checks=health_check_rows(parsed))
     if log.exists():
         sha, size = hash_file(log)
         store.artifacts.add_artifact(session=session, path=str(log), size_bytes=size, sha256=sha,
