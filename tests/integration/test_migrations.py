@@ -13,6 +13,8 @@ from orchestrator.db.migrate import current_revision, downgrade, head_revision, 
 TABLES = {
     "allocations", "health_checks", "gates", "runs", "run_steps", "artifacts",
     "verdicts", "decisions", "tracked_repositories", "api_tokens",
+    "repo_events", "bisections", "webhook_deliveries", "webhook_attempts",
+    "scheduler_leases", "apscheduler_jobs",
 }
 
 
