@@ -210,3 +210,48 @@ def test_health_failure_means_no_runs(ledger, tmp_path):
     with Session(engine) as session:
         alloc = session.get(Allocation, session.get(Gate, gate_id).allocation_id)
         assert alloc.health_verdict == "failed"
+
+
+def test_auto_extend_appends_x_b_while_inconclusive(ledger):
+    engine, settings = ledger
+    from tests.factories import HARNESS
+
+    gate_in = harness_gate(
+        workload={"command": [sys.executable, str(HARNESS), "{warmup_steps}", "{measured_steps}",
+                              "{run_index}"]},
+        max_extend=1,
+    )
+    gate_in.control.env["HARNESS_DRIFT_PCT"] = "3"  # A and B 6% apart: drift > max_drift
+    gate_in.candidate.env["HARNESS_DRIFT_PCT"] = "3"
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "succeeded", gate.status_reason
+    runs = _runs(engine, gate_id)
+    assert [r[0] for r in runs] == ["A", "X", "B", "X", "B"]
+    assert all(r[1] == "succeeded" for r in runs)
+    assert runs[4][2] == pytest.approx(0.1 * 1.12, rel=1e-3)  # run index 4: +12%
+    with Session(engine) as session:
+        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).one()
+        assert verdict.verdict == "inconclusive" and verdict.numbers["num_runs"] == 5
+
+
+def test_progress_is_visible_before_the_gate_ends(ledger):
+    engine, settings = ledger
+    gate_in = harness_gate()
+    for side in (gate_in.control, gate_in.candidate):
+        side.env["HARNESS_SLEEP_S"] = "0.4"
+    gate_id = _submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    seen = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and seen is None:
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        with Session(engine) as session:
+            gate = session.get(Gate, gate_id)
+            for run in gate.runs:
+                if gate.status == "running" and run.status == "running" and 0 < len(run.steps) < 7:
+                    seen = (run.role, len(run.steps))
+        time.sleep(0.3)
+    assert seen is not None, "no partial run progress was ingested while the gate ran"
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "succeeded"
