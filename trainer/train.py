@@ -54,6 +54,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def resolve_launch_env(env: "os._Environ[str] | dict[str, str]") -> tuple[int, int, int]:
+    """Fill ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_*`` from torchrun or Slurm.
+
+    torchrun sets ``RANK``; under ``srun`` (no ``RANK``) they come from
+    ``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``; a lone process gets rank 0
+    of 1 with loopback and a free port. ``MASTER_ADDR``/``MASTER_PORT`` are
+    taken from the environment (the gate's launch preamble, DESIGN.md section 5).
+
+    Args:
+        env: The environment mapping; missing keys are written into it.
+
+    Returns:
+        ``(rank, world_size, local_rank)``.
+
+    Raises:
+        ValueError: A multi-rank launch without ``MASTER_PORT``.
+    """
+    if "RANK" not in env and "SLURM_PROCID" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env.get("SLURM_NTASKS", "1")
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+    if "RANK" not in env:
+        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in env:
+        if int(env["WORLD_SIZE"]) > 1:
+            raise ValueError("MASTER_PORT must be set for a multi-rank launch")
+        env["MASTER_PORT"] = str(_free_port())
+    return int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
+
+
 def init_distributed(recipe: Recipe) -> Dist:
     """Initialise the process group from torchrun or Slurm environment variables.
 
@@ -66,18 +96,7 @@ def init_distributed(recipe: Recipe) -> Dist:
     Raises:
         ValueError: ``parallel.device = "cuda"`` without CUDA.
     """
-    env = os.environ
-    if "RANK" not in env and "SLURM_PROCID" in env:
-        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env.get("SLURM_NTASKS", "1")
-        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
-    if "RANK" not in env:
-        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-    env.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in env:
-        if int(env["WORLD_SIZE"]) > 1:
-            raise ValueError("MASTER_PORT must be set for a multi-rank launch")
-        env["MASTER_PORT"] = str(_free_port())
-    rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
+    rank, world, local = resolve_launch_env(os.environ)
     want = recipe.parallel.device
     use_cuda = torch.cuda.is_available() if want == "auto" else want == "cuda"
     if use_cuda and not torch.cuda.is_available():

@@ -125,6 +125,19 @@ def test_non_finite_loss_fails_the_run(tmp_path):
     assert "AXBGATE_TIMING" not in recs
 
 
+def test_compiled_checkpointed_grouped_run(tmp_path):
+    """The one compiled CPU run: regional compile + full AC + 2-block FSDP unit + accumulation."""
+    code, recs = _train(tmp_path, "compiled", [
+        "parallel.compile=true", "parallel.activation_checkpointing=full",
+        "parallel.modules_per_group=2", "model.packed_qkv=true", "train.grad_accum_steps=2",
+        "measure.warmup_steps=1", "measure.measured_steps=2"])
+    assert code == 0, (tmp_path / "compiled.log").read_text()[-4000:]
+    (result,) = recs["AXBGATE_RESULT"]
+    assert result["status"] == "ok" and result["grad_accum_steps"] == 2
+    losses = [s["loss"] for s in recs["AXBGATE_STEP"]]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+
+
 def test_sharded_fp32_state_and_optimizer_coverage(tmp_path):
     out = _scenario("fsdp_state", tmp_path)
     assert out["num_params"] == out["num_state"] == out["num_in_groups"] > 0
