@@ -439,9 +439,8 @@ def _print_gate(gate, report: dict[str, Any]) -> None:
     console.print(table)
     if gate.status_reason:
         console.print(f"reason: {gate.status_reason}")
-    for v in gate.verdicts:
-        if v.is_primary or v.policy == "drift":
-            _print_verdict(v.numbers)
+    for v in sorted(gate.verdicts, key=lambda v: not v.is_primary):
+        _print_verdict(v.numbers)
     if report.get("allocation_wall_s"):
         console.print(
             f"allocation wall {report['allocation_wall_s']:.1f} s: measured steps "

@@ -27,7 +27,14 @@ from orchestrator.imports import health_check_rows
 from orchestrator.lifecycle import TERMINAL_GATE_STATUSES, transition
 from orchestrator.measure import measure_run
 from orchestrator.records import parse
-from orchestrator.verdict import ControlHistory, GateMeasurement, RunSummary, get_policy, judge
+from orchestrator.verdict import (
+    POLICY_NAMES,
+    ControlHistory,
+    GateMeasurement,
+    RunSummary,
+    get_policy,
+    judge,
+)
 
 __all__ = ["dispatch_gate", "gate_dir", "ingest_gate", "judge_gate"]
 
@@ -204,7 +211,7 @@ def _control_history(session: Session, gate: Gate, limit: int) -> ControlHistory
 
 
 def judge_gate(*, session: Session, gate: Gate) -> list[str]:
-    """Compute and store the gate's verdicts (its policy, plus ``drift`` always).
+    """Compute and store the gate's verdicts: its own policy (primary) and every other.
 
     Returns:
         The verdict names stored, primary first.
@@ -229,7 +236,10 @@ def judge_gate(*, session: Session, gate: Gate) -> list[str]:
         candidate_grad_accum_steps=cand.grad_accum_steps if cand else None,
     )
     params = {k: v for k, v in gate.policy_params.items() if not k.startswith("_")}
-    names = [gate.policy] + (["drift"] if gate.policy != "drift" else [])
+    # Every policy is reported side by side (DESIGN.md section 3); the gate's own policy
+    # is the primary verdict. benchmarks/results/verdict_power_2026-11-30.txt shows why
+    # both matter: drift on one A X B accepts ~20% of null candidates, ratio-ci holds 1%.
+    names = [gate.policy] + [n for n in POLICY_NAMES if n != gate.policy]
     stored = []
     for i, name in enumerate(names):
         policy = get_policy(name, **(params if name == gate.policy else {}))

@@ -136,7 +136,8 @@ def test_two_commits_of_a_git_repository(ledger, tmp_path):
         runs = sorted(session.get(Gate, gate_id).runs, key=lambda r: r.order)
         assert [r.source_sha for r in runs] == [shas[0], shas[1], shas[0]]
         assert runs[1].median_step_s == pytest.approx(0.110, rel=5e-4)
-        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).first()
+        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id,
+                                                       Verdict.is_primary.is_(True))).one()
         assert verdict.verdict == "reject"
 
 
@@ -192,7 +193,9 @@ def test_restarted_service_reattaches_and_records_once(ledger):
         assert session.get(Gate, gate_id).status == "succeeded"
         assert len(list(session.scalars(select(Run).where(Run.gate_id == gate_id)))) == 3
         assert len(list(session.scalars(select(RunStep).join(Run).where(Run.gate_id == gate_id)))) == 21
-        assert len(list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)))) == 1
+        verdicts = list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)))
+        assert sorted(v.policy for v in verdicts) == ["drift", "ratio-ci"]
+        assert [v.policy for v in verdicts if v.is_primary] == ["drift"]
     engine2.dispose()
 
 
@@ -231,7 +234,8 @@ def test_auto_extend_appends_x_b_while_inconclusive(ledger):
     assert all(r[1] == "succeeded" for r in runs)
     assert runs[4][2] == pytest.approx(0.1 * 1.12, rel=1e-3)  # run index 4: +12%
     with Session(engine) as session:
-        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).one()
+        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id,
+                                                       Verdict.policy == "drift")).one()
         assert verdict.verdict == "inconclusive" and verdict.numbers["num_runs"] == 5
 
 

@@ -118,7 +118,8 @@ def test_two_commits_external_harness(ledger, tmp_path):
     with Session(engine) as session:
         runs = sorted(session.get(Gate, gate_id).runs, key=lambda r: r.order)
         assert [r.source_sha for r in runs] == [shas[0], shas[1], shas[0]]
-        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).first()
+        verdict = session.scalars(select(Verdict).where(Verdict.gate_id == gate_id,
+                                                       Verdict.is_primary.is_(True))).one()
         assert verdict.verdict == "pass"
 
 
@@ -192,6 +193,6 @@ def test_service_restart_while_gate_runs(ledger):
     assert gate.status == "succeeded", gate.status_reason
     with Session(engine2) as session:
         assert len(list(session.scalars(select(RunStep).join(Run).where(Run.gate_id == gate_id)))) == 21
-        assert len(list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)))) == 1
+        assert len(list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)))) == 2
     engine2.dispose()
 
