@@ -40,7 +40,7 @@ def ceiling(recipe_name: str, backends: list[str]) -> dict:
     from trainer.checkpoint import init_weights
     from trainer.config import load_recipe
     from trainer.flops import flops_per_sample
-    from trainer.model import LTX2Block, rope_cos_sin, sdpa_context
+    from trainer.model import LTX2Block, rope_cos_sin
 
     out = {}
     dev = torch.device("cuda", 0)
@@ -81,29 +81,7 @@ def ceiling(recipe_name: str, backends: list[str]) -> dict:
             temb = (0.1 * torch.randn(bsz, 1, 6 * d, device=dev, dtype=torch.bfloat16)).requires_grad_()
             cos, sin = (v.to(torch.bfloat16) for v in rope_cos_sin(m, dcfg, dev))
             gy = torch.randn(bsz, n, d, device=dev, dtype=torch.bfloat16)
-
-            def step():
-                with sdpa_context(backend):
-                    y = cblock(x, text, temb, cos, sin)
-                y.backward(gy)
-                for p in block.parameters():
-                    p.grad = None
-                x.grad = text.grad = temb.grad = None
-
-            t0 = time.time()
-            step()
-            torch.cuda.synchronize()
-            compile_s = time.time() - t0
-            for _ in range(5):
-                step()
-            times = []
-            for _ in range(20):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                step()
-                e.record()
-                torch.cuda.synchronize()
-                times.append(s.elapsed_time(e) / 1e3)
+            compile_s, times = _time_block(block, cblock, backend, (x, text, temb, cos, sin), gy)
             med = statistics.median(times)
             out[backend] = {"median_s": med, "tflops": flops / med / 1e12,
                             "mfu_pct": flops / med / PEAK * 100, "compile_s": compile_s,
@@ -115,12 +93,48 @@ def ceiling(recipe_name: str, backends: list[str]) -> dict:
     return out
 
 
+def _time_block(block, cblock, backend: str, inputs: tuple, gy) -> tuple[float, list[float]]:
+    """Compile (first call), warm up 5, then time 20 fwd+bwd with CUDA events.
+
+    Returns:
+        ``(first-call seconds incl. compile, list of 20 step seconds)``.
+    """
+    import torch
+
+    from trainer.model import sdpa_context
+
+    def step():
+        with sdpa_context(backend):
+            y = cblock(*inputs)
+        y.backward(gy)
+        for p in block.parameters():
+            p.grad = None
+        for t in inputs:
+            t.grad = None
+
+    t0 = time.time()
+    step()
+    torch.cuda.synchronize()
+    compile_s = time.time() - t0
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        step()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return compile_s, times
+
+
 def _run(cmd: list[str], log: Path, timeout: int) -> tuple[int, str]:
     t0 = time.time()
     try:
         env = {**os.environ, "TORCH_LOGS": os.environ.get("TORCH_LOGS", "recompiles")}
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                             env=env)
+                             env=env, check=False)
         text, code = res.stdout + "\n--- stderr ---\n" + res.stderr, res.returncode
     except subprocess.TimeoutExpired as exc:
         text = f"TIMEOUT after {timeout}s\n{exc.stdout or ''}\n--- stderr ---\n{exc.stderr or ''}"

@@ -84,7 +84,7 @@ class ModelConfig(_Section):
         return self.hidden_dim * self.ffn_mult
 
     @model_validator(mode="after")
-    def _check(self) -> "ModelConfig":
+    def _check(self) -> ModelConfig:
         if self.head_dim % 2:
             raise ValueError("model.head_dim must be even (split RoPE rotates half-dims)")
         return self
@@ -131,7 +131,7 @@ class DataConfig(_Section):
         return self.latent_frames * self.latent_height * self.latent_width
 
     @model_validator(mode="after")
-    def _check(self) -> "DataConfig":
+    def _check(self) -> DataConfig:
         if (self.num_frames - 1) % 8:
             raise ValueError("data.num_frames must be 1 + 8k (LTX-2 causal VAE)")
         if self.height % 32 or self.width % 32:
@@ -269,7 +269,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ValueError(f"override {item!r}: {part!r} is not a section")
+                msg = f"override {item!r}: {part!r} is not a section"
+                raise ValueError(msg)  # noqa: TRY004 - bad user input, not a programming error
             node = child
         node[parts[-1]] = _parse_value(value.strip())
     return out

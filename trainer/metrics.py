@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # Dense BF16 tensor-core peak per GPU, FLOP/s, matched by substring of the CUDA
 # device name, most specific first. Sources (vendor datasheets, "with sparsity"

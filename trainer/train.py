@@ -54,7 +54,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def resolve_launch_env(env: "os._Environ[str] | dict[str, str]") -> tuple[int, int, int]:
+def resolve_launch_env(env: os._Environ[str] | dict[str, str]) -> tuple[int, int, int]:
     """Fill ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_*`` from torchrun or Slurm.
 
     torchrun sets ``RANK``; under ``srun`` (no ``RANK``) they come from
@@ -352,7 +352,7 @@ def main(recipe: Recipe) -> int:
         if recipe.checkpoint.export_safetensors:
             checkpoint.export_safetensors(model, recipe.checkpoint.export_safetensors)
         code = 0
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a failed record
+    except Exception as exc:
         logger.exception("rank=%d run failed", d.rank)
         if d.rank == 0:
             records.emit("AXBGATE_RESULT", {

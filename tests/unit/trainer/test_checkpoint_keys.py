@@ -4,8 +4,13 @@ import pytest
 import torch
 
 from trainer import load_recipe
-from trainer.checkpoint import (clean_name, diffusers_parts, diffusers_to_native, init_weights,
-                                native_to_diffusers)
+from trainer.checkpoint import (
+    clean_name,
+    diffusers_parts,
+    diffusers_to_native,
+    init_weights,
+    native_to_diffusers,
+)
 from trainer.data import synthetic_sample
 from trainer.model import LTX2VideoTransformer, flow_matching_loss
 
