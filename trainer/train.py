@@ -345,12 +345,12 @@ def main(recipe: Recipe) -> int:
                 "slowest_rank_step_s": slowest, "num_warmup_steps": m.warmup_steps,
                 "num_measured_steps": m.measured_steps, "per_rank_step_s": per_rank})
             records.emit("AXBGATE_RESULT", _result(recipe, d, slowest, gpu_model, peak, memory))
-        if m.profile_dir:
-            profile_steps(recipe, d, model, optimizer, batches)
         if recipe.checkpoint.save_dcp:
             checkpoint.save_dcp(model, optimizer, start + len(log.loss), recipe.checkpoint.save_dcp)
         if recipe.checkpoint.export_safetensors:
             checkpoint.export_safetensors(model, recipe.checkpoint.export_safetensors)
+        if m.profile_dir:  # after the checkpoints: the profiled steps change the weights
+            profile_steps(recipe, d, model, optimizer, batches)
         code = 0
     except Exception as exc:
         logger.exception("rank=%d run failed", d.rank)
