@@ -498,6 +498,10 @@ from orchestrator.cli_ledger import register_ledger_commands  # noqa: E402
 
 register_ledger_commands(app)
 
+from orchestrator.cli_repos import register_repo_commands  # noqa: E402
+
+register_repo_commands(app)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point.

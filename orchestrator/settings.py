@@ -84,13 +84,49 @@ class GateServiceSettings(BaseModel):
 
 
 class NightlySettings(BaseModel):
-    """Nightly re-gate scheduler."""
+    """Nightly re-gate scheduler (``orchestrator.services.nightly``)."""
 
     enabled: bool = True
     """Run the scheduler inside ``axbgate serve``."""
 
     loop_seconds: float = Field(default=60.0, gt=0)
-    """How often the scheduler wakes to look for due repositories, in seconds."""
+    """Seconds between two housekeeping passes: renew the scheduler lease, sync the
+    APScheduler jobs with the tracked repositories, process finished re-gates and
+    bisection steps, deliver due webhooks."""
+
+    interval_seconds: float | None = Field(default=None, gt=0)
+    """Time-compressed trigger: when set, every tracked repository is checked every this
+    many seconds instead of at its cron schedule (tests, demos)."""
+
+    lease_seconds: float = Field(default=180.0, gt=0)
+    """How long the scheduler lease lasts without renewal, seconds. Another process takes
+    over the scheduler only after the holder missed renewing it for this long."""
+
+    webhook_max_attempts: int = Field(default=5, ge=1, le=20)
+    """POST attempts per webhook delivery before it is marked failed."""
+
+    webhook_backoff_seconds: float = Field(default=30.0, gt=0)
+    """Delay before the second attempt, seconds; doubled after every failed attempt."""
+
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    """HTTP timeout of one webhook POST, seconds."""
+
+    max_attempts: int = Field(default=2, ge=1, le=10)
+    """Re-gates of the same (measured head, new head) pair before the scheduler gives up
+    (a re-gate that produced no verdict is retried at the next check, then alerted)."""
+
+    public_url: str | None = None
+    """Base URL of the web ledger used for links in notifications, e.g.
+    ``https://axbgate.example.org``; relative links when unset."""
+
+    @model_validator(mode="after")
+    def _lease_outlives_loop(self) -> "NightlySettings":
+        if self.lease_seconds <= 2 * self.loop_seconds:
+            raise ValueError(
+                f"nightly.lease_seconds ({self.lease_seconds:g}) must exceed twice "
+                f"nightly.loop_seconds ({self.loop_seconds:g}), or the lease expires between renewals"
+            )
+        return self
 
 
 class AuthSettings(BaseModel):

@@ -12,8 +12,9 @@ def api_settings(db_url, tmp_path):
     """Settings pointing at the migrated ``db_url`` and a fresh data directory."""
     from orchestrator.settings import Settings
 
-    # No dispatcher/poller: API tests look at the ledger, they do not run gates.
-    return Settings(data_dir=tmp_path / "data", database={"url": db_url}, gates={"enabled": False})
+    # No dispatcher/poller/scheduler: API tests look at the ledger, they do not run gates.
+    return Settings(data_dir=tmp_path / "data", database={"url": db_url}, gates={"enabled": False},
+                    nightly={"enabled": False})
 
 
 @pytest.fixture

@@ -11,7 +11,15 @@ from fastapi import FastAPI
 from sqlalchemy.orm import sessionmaker
 
 from orchestrator.api.errors import install_error_handlers
-from orchestrator.api.routes import allocations, gates, health, runs, stopping_points, verdicts
+from orchestrator.api.routes import (
+    allocations,
+    gates,
+    health,
+    repos,
+    runs,
+    stopping_points,
+    verdicts,
+)
 from orchestrator.db.session import get_engine
 from orchestrator.settings import Settings, get_settings
 
@@ -80,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.session_factory = sessionmaker(engine, expire_on_commit=False)
     app.state.services = []
     install_error_handlers(app)
-    for module in (gates, runs, allocations, stopping_points, verdicts, health):
+    for module in (gates, runs, allocations, stopping_points, verdicts, repos, health):
         app.include_router(module.router)
     mount_web(app)
     return app

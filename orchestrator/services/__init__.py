@@ -27,7 +27,9 @@ def build_services(settings: Any) -> list[BaseService]:
 
     The dispatcher submits queued gates and the poller ingests gates in flight (both
     gated by ``settings.gates.enabled``, each pass idempotent so a restarted server
-    re-attaches to gates already running).
+    re-attaches to gates already running). The nightly re-gate scheduler (gated by
+    ``settings.nightly.enabled``) runs APScheduler only while it holds the database
+    lease, so several API workers still make one scheduler.
 
     Args:
         settings: The :class:`~orchestrator.settings.Settings` of the process.
@@ -39,8 +41,12 @@ def build_services(settings: Any) -> list[BaseService]:
     from orchestrator.services.gates import Dispatcher, Poller
 
     services: list[BaseService] = []
+    engine = get_engine(settings.database_url, settings.database.echo)
     if settings.gates.enabled:
-        engine = get_engine(settings.database_url, settings.database.echo)
         services.append(Dispatcher(engine, settings, loop_seconds=settings.gates.loop_seconds))
         services.append(Poller(engine, settings, loop_seconds=settings.gates.loop_seconds))
+    if settings.nightly.enabled:
+        from orchestrator.services.nightly import NightlyScheduler
+
+        services.append(NightlyScheduler(engine, settings))
     return services

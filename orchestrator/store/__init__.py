@@ -1,5 +1,19 @@
 """SQL only: keyword-only functions that ``flush()`` and never ``commit()``."""
 
-from orchestrator.store import allocations, artifacts, decisions, gates, ledger, runs, tokens, verdicts
+from orchestrator.store import (
+    allocations,
+    artifacts,
+    decisions,
+    gates,
+    ledger,
+    repos,
+    runs,
+    tokens,
+    verdicts,
+    webhooks,
+)
 
-__all__ = ["allocations", "artifacts", "decisions", "gates", "ledger", "runs", "tokens", "verdicts"]
+__all__ = [
+    "allocations", "artifacts", "decisions", "gates", "ledger", "repos", "runs", "tokens",
+    "verdicts", "webhooks",
+]

@@ -15,6 +15,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 def mount_web(app: FastAPI) -> None:
     """Add the ledger pages and ``/static`` to ``app``."""
     from orchestrator.web.pages import router
+    from orchestrator.web.repos import router as repos_router
 
     app.include_router(router)
+    app.include_router(repos_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -7,6 +7,7 @@ import pytest
 
 UNKNOWN = 987654321
 GATE_BODY = {"title": "t", "workload": {"command": ["true"]}, "health": {"enabled": False}}
+REPO_BODY = {"url": "/nonexistent/repo", "workload": {"command": ["true"]}}
 
 # (method, path template) -> valid JSON body (None: no body)
 WRITE_ROUTES = {
@@ -14,6 +15,10 @@ WRITE_ROUTES = {
     ("POST", "/gates/{gate_id}/cancel"): {"reason": "stop"},
     ("POST", "/gates/{gate_id}/decisions"): {"decision": "reject", "reason": "memory"},
     ("POST", "/runs/import"): None,
+    ("POST", "/repos"): REPO_BODY,
+    ("PATCH", "/repos/{repo_id}"): {"enabled": False},
+    ("DELETE", "/repos/{repo_id}"): None,
+    ("POST", "/repos/{repo_id}/check"): None,
 }
 READ_ROUTES = {
     ("GET", "/gates"),
@@ -25,12 +30,17 @@ READ_ROUTES = {
     ("POST", "/verdicts/preview"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    ("GET", "/repos"),
+    ("GET", "/repos/{repo_id}"),
+    ("GET", "/repos/{repo_id}/drift"),
 }
 BODY_ROUTES = {
     ("POST", "/gates"): GATE_BODY,
     ("POST", "/gates/{gate_id}/cancel"): {"reason": "stop"},
     ("POST", "/gates/{gate_id}/decisions"): {"decision": "reject", "reason": "memory"},
     ("POST", "/verdicts/preview"): {"medians_s": [0.43, 0.41, 0.43]},
+    ("POST", "/repos"): REPO_BODY,
+    ("PATCH", "/repos/{repo_id}"): {"enabled": False},
 }
 
 
@@ -51,7 +61,7 @@ def test_unknown_ids_are_404(client, auth):
     for method, path in sorted(_api_routes(client.app)):
         if "{" not in path:
             continue
-        url = path.format(gate_id=UNKNOWN, run_id=UNKNOWN, allocation_id=UNKNOWN)
+        url = path.format(gate_id=UNKNOWN, run_id=UNKNOWN, allocation_id=UNKNOWN, repo_id=UNKNOWN)
         body = WRITE_ROUTES.get((method, path)) or BODY_ROUTES.get((method, path))
         resp = client.request(method, url, json=body, headers=auth)
         assert resp.status_code == 404, (method, path, resp.text)
@@ -61,7 +71,7 @@ def test_unknown_ids_are_404(client, auth):
 
 def test_extra_fields_are_422(client, auth, seeded):
     for (method, path), body in BODY_ROUTES.items():
-        url = path.format(gate_id=seeded["queued"])
+        url = path.format(gate_id=seeded["queued"], repo_id=UNKNOWN)
         resp = client.request(method, url, json={**body, "surprise": 1}, headers=auth)
         assert resp.status_code == 422, (method, path, resp.text)
         locs = [e["loc"] for e in resp.json()["detail"]]
@@ -81,7 +91,7 @@ def test_writes_without_valid_token_are_401(client, seeded, db_session):
         {"Authorization": "Basic dXNlcjpwYXNz"},
     ]
     for (method, path), body in WRITE_ROUTES.items():
-        url = path.format(gate_id=seeded["queued"])
+        url = path.format(gate_id=seeded["queued"], repo_id=UNKNOWN)
         for headers in headers_list:
             if body is None:
                 resp = client.request(method, url, content=b"x", headers=headers)
@@ -109,6 +119,7 @@ def test_reads_need_a_token_when_closed(db_url, tmp_path, seeded):
 
 @pytest.mark.parametrize("bad", ["0", "-1", "abc", str(2**64)])
 def test_bad_ids_are_422_not_500(client, bad):
-    for path in ("/gates/{}", "/runs/{}", "/allocations/{}", "/runs/{}/log"):
+    for path in ("/gates/{}", "/runs/{}", "/allocations/{}", "/runs/{}/log", "/repos/{}",
+                 "/repos/{}/drift"):
         resp = client.get(path.format(bad))
         assert resp.status_code == 422, (path, bad, resp.text)
