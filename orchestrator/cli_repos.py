@@ -64,7 +64,7 @@ def repo_add(
     schedule: Annotated[str | None, typer.Option(help="Cron expression, UTC (default '0 2 * * *').")] = None,
     executor: Annotated[str | None, typer.Option(help="local, slurm or debug.")] = None,
     tolerance: Annotated[float | None, typer.Option(help="Re-gate tolerance, percent (0.5).")] = None,
-    notify: Annotated[list[str], typer.Option(help="Webhook URL, http(s) (repeat).")] = [],
+    notify: Annotated[list[str] | None, typer.Option(help="Webhook URL, http(s) (repeat).")] = None,
     bisect: Annotated[bool, typer.Option("--bisect", help="Bisect multi-commit regressions.")] = False,
     disabled: Annotated[bool, typer.Option("--disabled", help="Add without scheduling.")] = False,
     pattern: Annotated[str | None, typer.Option(help="Run pattern, e.g. 'A X B'.")] = None,
@@ -72,7 +72,7 @@ def repo_add(
     measured_steps: Annotated[int | None, typer.Option(help="Measured steps per run.")] = None,
     no_health: Annotated[bool, typer.Option("--no-health", help="Skip the health gate.")] = False,
     run_timeout_s: Annotated[float | None, typer.Option(help="Deadline of each run, s.")] = None,
-    env: Annotated[list[str], typer.Option(help="Env NAME=VALUE of both sides (repeat).")] = [],
+    env: Annotated[list[str] | None, typer.Option(help="Env NAME=VALUE of both sides (repeat).")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the allocation.")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node (0: CPU).")] = None,
     partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
@@ -201,7 +201,7 @@ def repo_remove(repo_id: Annotated[int, typer.Argument(min=1, help="Repository i
 
 def regate_cmd(
     once: Annotated[bool, typer.Option("--once", help="Do one pass now (required).")] = False,
-    repo: Annotated[list[int], typer.Option("--repo", help="Repository id (repeat; default all).")] = [],
+    repo: Annotated[list[int] | None, typer.Option("--repo", help="Repository id (repeat; default all).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Embedded: run the submitted gates here "
                                                        "and follow bisections to the end.")] = False,
     timeout_s: Annotated[float, typer.Option(help="--wait limit, seconds.")] = 6 * 3600.0,
@@ -242,7 +242,7 @@ def _embedded_pass(repo_ids: list[int] | None, *, wait: bool, timeout_s: float):
         import datetime as dt
 
         held = store.webhooks.try_acquire_lease(session=session, name=LEASE_NAME, holder=holder,
-                                                now=dt.datetime.now(dt.timezone.utc),
+                                                now=dt.datetime.now(dt.UTC),
                                                 duration_s=max(timeout_s, 60.0) if wait else 600.0)
         session.commit()
     if not held:

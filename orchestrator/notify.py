@@ -110,7 +110,7 @@ def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None =
     Returns:
         Number of attempts made.
     """
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     nightly = settings.nightly
     with Session(engine) as session:
         ids = [d.id for d in store.webhooks.due_deliveries(session=session, now=now)]
@@ -132,7 +132,7 @@ def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None =
                     count += 1
                     if error is None:
                         delivery.status = "delivered"
-                        delivery.delivered_at = dt.datetime.now(dt.timezone.utc)
+                        delivery.delivered_at = dt.datetime.now(dt.UTC)
                         logger.info("delivery=%s event=%s delivered to %s", delivery.id,
                                     delivery.event_id, delivery.url)
                     elif delivery.num_attempts >= nightly.webhook_max_attempts:
@@ -141,7 +141,7 @@ def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None =
                                        delivery.url, delivery.num_attempts, error)
                     else:
                         delay = nightly.webhook_backoff_seconds * 2 ** (delivery.num_attempts - 1)
-                        delivery.next_attempt_at = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=delay)
+                        delivery.next_attempt_at = now + dt.timedelta(seconds=delay)
                         logger.info("delivery=%s to %s attempt %d failed (%s); retry in %.1f s",
                                     delivery.id, delivery.url, delivery.num_attempts, error, delay)
                     session.commit()

@@ -45,11 +45,11 @@ from orchestrator.schemas.repos import (
     RepoCreate,
     RepoEventPublic,
     RepoPublic,
+    ReposPublic,
     RepoUpdate,
     RepoViewPublic,
+    WebhookDeliveryPublic,
 )
-from orchestrator.schemas.repos import ReposPublic
-from orchestrator.schemas.repos import WebhookDeliveryPublic
 from orchestrator.settings import Settings
 
 __all__ = [
@@ -68,7 +68,7 @@ logger = logging.getLogger(__name__)
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def build_gate_request(repo: TrackedRepository, control_sha: str, candidate_sha: str, *,
@@ -125,14 +125,14 @@ def add_repository(*, session: Session, repo_in: RepoCreate, default_executor: s
         Conflict: The (url, branch) pair is already tracked.
     """
     head = _head_or_422(repo_in.url, repo_in.branch)
-    fields = dict(
-        url=repo_in.url, branch=repo_in.branch,
-        workload=repo_in.workload.model_dump(mode="json", exclude_none=True),
-        topology=repo_in.topology.model_dump(mode="json"),
-        executor=repo_in.executor or default_executor, schedule=repo_in.schedule,
-        tolerance_pct=repo_in.tolerance_pct, notify=list(repo_in.notify), bisect=repo_in.bisect,
-        enabled=repo_in.enabled, options=repo_in.options.model_dump(mode="json"),
-    )
+    fields: dict[str, Any] = {
+        "url": repo_in.url, "branch": repo_in.branch,
+        "workload": repo_in.workload.model_dump(mode="json", exclude_none=True),
+        "topology": repo_in.topology.model_dump(mode="json"),
+        "executor": repo_in.executor or default_executor, "schedule": repo_in.schedule,
+        "tolerance_pct": repo_in.tolerance_pct, "notify": list(repo_in.notify), "bisect": repo_in.bisect,
+        "enabled": repo_in.enabled, "options": repo_in.options.model_dump(mode="json"),
+    }
     _validate_request(TrackedRepository(id=0, **fields), head)
     row = store.repos.create_repo(session=session, **fields)
     logger.info("repo=%s tracking %s branch %s (head %s)", row.id, row.url, row.branch, head[:12])

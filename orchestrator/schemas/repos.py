@@ -221,7 +221,7 @@ class RepoUpdate(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _something(self) -> "RepoUpdate":
+    def _something(self) -> RepoUpdate:
         if not self.model_fields_set:
             raise ValueError("give at least one field to change")
         return self

@@ -61,8 +61,8 @@ def build_trigger(schedule: str, settings: Settings) -> Any:
     from apscheduler.triggers.interval import IntervalTrigger
 
     if settings.nightly.interval_seconds:
-        return IntervalTrigger(seconds=settings.nightly.interval_seconds, timezone=dt.timezone.utc)
-    return CronTrigger.from_crontab(schedule, timezone=dt.timezone.utc)
+        return IntervalTrigger(seconds=settings.nightly.interval_seconds, timezone=dt.UTC)
+    return CronTrigger.from_crontab(schedule, timezone=dt.UTC)
 
 
 def process_finished_gates(engine: Engine, settings: Settings) -> int:
@@ -144,7 +144,7 @@ class NightlyScheduler(LoopService):
 
     # -- lease -------------------------------------------------------------------------
     def _renew_lease(self) -> bool:
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         try:
             with Session(self.engine) as session:
                 held = store.webhooks.try_acquire_lease(
@@ -170,7 +170,7 @@ class NightlyScheduler(LoopService):
             jobstores={"default": SQLAlchemyJobStore(engine=self.engine, tablename="apscheduler_jobs")},
             executors={"default": ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
-            timezone=dt.timezone.utc,
+            timezone=dt.UTC,
         )
         _ACTIVE = self
         scheduler.start()

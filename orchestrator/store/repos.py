@@ -13,6 +13,8 @@ from orchestrator.errors import Conflict, NotFound
 
 __all__ = [
     "add_event",
+    "bisection_of_step",
+    "bisections_of_repo",
     "count_events",
     "create_bisection",
     "create_repo",
@@ -24,8 +26,6 @@ __all__ = [
     "get_repo",
     "list_repos",
     "running_bisection",
-    "bisection_of_step",
-    "bisections_of_repo",
     "step_gate_ids",
     "update_repo",
 ]

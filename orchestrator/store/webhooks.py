@@ -16,8 +16,8 @@ __all__ = [
     "create_delivery",
     "deliveries_of_repo",
     "due_deliveries",
-    "try_acquire_lease",
     "release_lease",
+    "try_acquire_lease",
 ]
 
 
@@ -101,7 +101,7 @@ def release_lease(*, session: Session, name: str, holder: str) -> None:
     session.execute(
         update(SchedulerLease)
         .where(SchedulerLease.name == name, SchedulerLease.holder == holder)
-        .values(expires_at=dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc))
+        .values(expires_at=dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
         .execution_options(synchronize_session=False)
     )
     session.flush()

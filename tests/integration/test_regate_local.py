@@ -104,7 +104,7 @@ def test_scheduler_passes_neutral_commit_and_flags_slowdown(ledger, tmp_path):
 
 def test_bisection_over_seven_commits_finds_the_guilty_one(ledger, tmp_path):
     engine, settings = ledger
-    repo, shas = make_harness_repo(tmp_path, [BASE_MS])
+    repo, _shas = make_harness_repo(tmp_path, [BASE_MS])
     repo_id = add_tracked_repo(engine, repo, bisect=True)
     assert regate_pass(engine, settings)[0].action == "baseline"
     new = [commit_step_ms(repo, BASE_MS * (1.2 if i >= 3 else 1.0), f"commit {i + 1}") for i in range(7)]

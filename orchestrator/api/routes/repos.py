@@ -14,9 +14,9 @@ from orchestrator.schemas.repos import (
     DriftPublic,
     RepoCreate,
     RepoPublic,
+    ReposPublic,
     RepoUpdate,
     RepoViewPublic,
-    ReposPublic,
 )
 
 __all__ = ["router"]
