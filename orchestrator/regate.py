@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -38,7 +39,7 @@ from orchestrator.errors import NotFound, ValidationFailed
 from orchestrator.gate_spec import GateCreate
 from orchestrator.gates import resolve_recipe, submit_gate
 from orchestrator.notify import enqueue_notifications
-from orchestrator.repo_git import GitError, branch_head, commits_between
+from orchestrator.repo_git import GitError, branch_head, commit_exists, commits_between
 from orchestrator.schemas.repos import (
     BisectionPublic,
     CheckResultPublic,
@@ -162,8 +163,15 @@ def get_repository(*, session: Session, repo_id: int) -> RepoPublic:
     return RepoPublic.model_validate(store.repos.get_repo(session=session, repo_id=repo_id))
 
 
-def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate) -> RepoPublic:
+def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
+                      mirrors_dir: Path) -> RepoPublic:
     """Change a tracked repository (only the fields given).
+
+    Args:
+        session: Open session (the caller commits).
+        repo_id: Tracked repository.
+        repo_in: The fields to change.
+        mirrors_dir: Where remote repositories are mirrored (``<data_dir>/mirrors``).
 
     Raises:
         NotFound: No repository has that id.
@@ -180,15 +188,20 @@ def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate) ->
         if hasattr(value, "model_dump"):
             value = value.model_dump(mode="json", exclude_none=name == "workload")
         fields[name] = value
-    if "branch" in fields:
+    if "branch" in fields and fields["branch"] != repo.branch:
         head = _head_or_422(repo.url, fields["branch"])
+        # Another branch has another history: its first check sets a new baseline.
+        fields.setdefault("last_measured_sha", None)
     else:
         head = repo.last_measured_sha or _head_or_422(repo.url, repo.branch)
     sha = fields.get("last_measured_sha")
     if sha is not None:
-        from orchestrator.sources import resolve_ref
-
-        resolve_ref(repo.url, sha, field="last_measured_sha")
+        try:
+            known = commit_exists(repo.url, sha, mirrors_dir=mirrors_dir)
+        except GitError as exc:
+            raise ValidationFailed("url", str(exc)) from None
+        if not known:
+            raise ValidationFailed("last_measured_sha", f"{sha} is not a commit of {repo.url}")
     if fields.get("executor", "unset") is None:
         fields.pop("executor")
     store.repos.update_repo(session=session, repo=repo, **fields)

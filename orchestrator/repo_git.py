@@ -12,7 +12,7 @@ import logging
 import subprocess
 from pathlib import Path
 
-__all__ = ["GitError", "branch_head", "commits_between", "is_remote"]
+__all__ = ["GitError", "branch_head", "commit_exists", "commits_between", "is_remote"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,3 +107,17 @@ def commits_between(url: str, good_sha: str, bad_sha: str, *, mirrors_dir: Path)
     if not shas or shas[-1] != bad_sha:
         raise GitError(f"{good_sha[:12]} is not a first-parent ancestor of {bad_sha[:12]}")
     return shas
+
+
+def commit_exists(url: str, sha: str, *, mirrors_dir: Path) -> bool:
+    """True when ``sha`` is a commit of the repository (remote ones via their mirror).
+
+    Raises:
+        GitError: The repository cannot be read.
+    """
+    cwd = _mirror(url, mirrors_dir) if is_remote(url) else Path(url)
+    try:
+        _git(["cat-file", "-e", f"{sha}^{{commit}}"], cwd=cwd)
+    except GitError:
+        return False
+    return True

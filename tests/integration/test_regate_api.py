@@ -62,8 +62,12 @@ def test_repos_crud_check_and_pages(client, auth, tmp_path):
     drift = client.get(f"/repos/{repo_id}/drift").json()
     assert drift["points"] == [] and "PELT" in drift["method"]
 
+    accepted = client.patch(f"/repos/{repo_id}", json={"last_measured_sha": head}, headers=auth)
+    assert accepted.status_code == 200 and accepted.json()["last_measured_sha"] == head
+    assert client.get(f"/repos/{repo_id}").json()["events"][0]["message"] == "measured head set by hand"
+
     page = client.get(f"/ledger/repos/{repo_id}")
-    assert page.status_code == 200 and "drift-plot" in page.text and shas[0][:12] in page.text
+    assert page.status_code == 200 and "drift-plot" in page.text and head[:12] in page.text
     assert client.get("/ledger/repos").status_code == 200
     assert client.get("/ledger/repos/999999").status_code == 404
 

@@ -8,12 +8,15 @@ processes outcomes, bisects and delivers webhooks.
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from orchestrator.api import create_app
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Bisection, Gate, RepoEvent, TrackedRepository, WebhookAttempt
 from orchestrator.db.session import build_engine
@@ -134,6 +137,42 @@ def test_bisection_over_seven_commits_finds_the_guilty_one(ledger, tmp_path):
         assert culprit_gate.control_spec["source"]["sha"] == new[2]
     found_events = _events(engine, repo_id, "bisect_found")
     assert len(found_events) == 1 and found_events[0].candidate_sha == guilty
+    # The result is shown by the API and on the repository page.
+    page_settings = Settings(data_dir=settings.data_dir, gates={"enabled": False}, nightly={"enabled": False})
+    with TestClient(create_app(page_settings)) as client:
+        shown = client.get(f"/repos/{repo_id}").json()["bisections"][0]
+        assert shown["first_bad_sha"] == guilty and shown["step_gate_ids"] == [g.id for g in steps]
+        assert shown["delta_pct"] == pytest.approx(20.0, abs=0.5) and shown["drift_pct"] is not None
+        page = client.get(f"/ledger/repos/{repo_id}").text
+        assert f'title="{guilty}">{guilty[:12]}</code>' in page
+
+
+def test_missing_verdict_is_alerted_retried_then_given_up(ledger, tmp_path):
+    engine, settings = ledger
+    repo, shas = make_harness_repo(tmp_path, [BASE_MS])
+    with WebhookReceiver().running() as hook:
+        repo_id = add_tracked_repo(engine, repo, notify=[hook.url])
+        assert regate_pass(engine, settings)[0].action == "baseline"
+        (repo / "step_ms.txt").write_text("not a number\n")  # the candidate's harness crashes
+        subprocess.run(["git", "commit", "-qam", "broken harness input"], cwd=repo, check=True)
+        broken = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
+                                text=True).stdout.strip()
+        for attempt in (1, 2):
+            result = regate_pass(engine, settings)[0]
+            assert result.action == "submitted" and result.head_sha == broken
+            drive_until(engine, settings, lambda n=attempt: len(_events(engine, repo_id, "no_verdict")) == n,
+                        step=lambda: regate_pass(engine, settings, repo_ids=[]))
+        assert regate_pass(engine, settings)[0].action == "gave_up"
+        drive_until(engine, settings, lambda: len(hook.bodies) == 2,
+                    step=lambda: regate_pass(engine, settings, repo_ids=[]))
+    events = _events(engine, repo_id, "no_verdict")
+    assert all(e.alert and e.verdict is None for e in events)
+    assert "attempt 1" in events[0].message and "giving up" in events[1].message
+    gates = _regates(engine, repo_id)
+    assert len(gates) == 2 and all(g.status == "failed" and "flag:no-verdict" in g.tags for g in gates)
+    assert _repo(engine, repo_id).last_measured_sha == shas[0]
+    assert [b["event"] for b in hook.bodies] == ["no_verdict", "no_verdict"]
+    assert hook.bodies[0]["verdict"] is None and hook.bodies[0]["candidate_sha"] == broken
 
 
 def test_restart_neither_loses_nor_duplicates_a_scheduled_regate(ledger, tmp_path):

@@ -50,10 +50,11 @@ def get_repo(repo_id: RepoId, session: SessionDep, _read: ReadAccessDep) -> Repo
 
 
 @router.patch("/{repo_id}", response_model=RepoPublic)
-def update_repo(repo_id: RepoId, repo_in: RepoUpdate, session: SessionDep,
+def update_repo(repo_id: RepoId, repo_in: RepoUpdate, session: SessionDep, settings: SettingsDep,
                 _token: WriteTokenDep) -> RepoPublic:
     """Change fields of a tracked repository; ``last_measured_sha`` accepts a new baseline."""
-    out = regate.update_repository(session=session, repo_id=repo_id, repo_in=repo_in)
+    out = regate.update_repository(session=session, repo_id=repo_id, repo_in=repo_in,
+                                   mirrors_dir=settings.data_dir / "mirrors")
     session.commit()
     return out
 

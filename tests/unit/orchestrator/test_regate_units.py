@@ -156,3 +156,40 @@ def test_regate_request_uses_the_repository_workload_and_tolerance():
     assert gate_in.control.source.repo == "/srv/r" and gate_in.candidate.env == {"A": "1"}
     assert gate_in.run_pattern == "A X B X A" and gate_in.warmup_steps == 2
     assert gate_in.health.enabled is False and "repo-7" in gate_in.tags
+
+
+def _drift_repo(engine, medians: list[float], verdicts: list[str], branch: str) -> int:
+    """A repository whose pass/regression events step the measured head through ``medians``."""
+    from orchestrator.db.models import Gate
+
+    with Session(engine) as s:
+        repo = TrackedRepository(url="/srv/r", branch=branch, tolerance_pct=0.5)
+        s.add(repo)
+        s.flush()
+        s.add(RepoEvent(repository_id=repo.id, kind="baseline", candidate_sha="0" * 40))
+        for i, (median, verdict) in enumerate(zip(medians, verdicts)):
+            gate = Gate(kind="regate", repository_id=repo.id)
+            s.add(gate)
+            s.flush()
+            prev = medians[i - 1] if i else medians[0]
+            s.add(RepoEvent(repository_id=repo.id, gate_id=gate.id, kind=verdict, verdict=verdict,
+                            control_sha=f"{i:040x}", candidate_sha=f"{i + 1:040x}",
+                            candidate_median_s=median, delta_pct=(median / prev - 1) * 100))
+        s.commit()
+        return repo.id
+
+
+def test_slow_drift_below_tolerance_is_flagged(engine):
+    from orchestrator.drift import drift_of_repository
+
+    creep = [0.1 * (1 + 0.003 * i) for i in range(10)]  # +0.3% per commit, each re-gate passes
+    repo_id = _drift_repo(engine, creep, ["pass"] * 10, "creep")
+    with Session(engine) as s:
+        drift = drift_of_repository(session=s, repo_id=repo_id)
+    assert drift.drift_flag and drift.change_points
+    assert drift.points[-1].cumulative_delta_pct == pytest.approx(2.7, abs=0.05)
+    step = [0.1] * 5 + [0.11] * 5  # one regression flagged by its re-gate: not slow drift
+    repo_id = _drift_repo(engine, step, ["pass"] * 5 + ["regression"] + ["pass"] * 4, "step")
+    with Session(engine) as s:
+        drift = drift_of_repository(session=s, repo_id=repo_id)
+    assert drift.change_points == [5] and not drift.drift_flag
