@@ -79,3 +79,20 @@ def session(db_url):
         yield s
         s.rollback()
     engine.dispose()
+
+
+_WALL_TIME_REPORTS: list[str] = []
+
+
+@pytest.fixture
+def wall_time_report():
+    """Append a line to the 'allocation wall time' section printed at the end of the run."""
+    return _WALL_TIME_REPORTS.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print where real gates' allocation time went (measured steps vs overhead)."""
+    if _WALL_TIME_REPORTS:
+        terminalreporter.section("allocation wall time of real gates")
+        for line in _WALL_TIME_REPORTS:
+            terminalreporter.write_line(line)

@@ -91,7 +91,8 @@ def test_env_override_gate_accepts_faster_candidate(ledger):
 
 @pytest.mark.parametrize(
     "fault, fragment",
-    [("crash", "exited with status 3"), ("nan", "non-finite loss"),
+    [("crash", "exited with status 3"), ("oom", "exited with status 1 (out of memory)"),
+     ("nan", "non-finite loss"),
      ("short", "finished 6 of 7 steps"), ("garbage", "malformed record")],
 )
 def test_failing_candidate_fails_gate_and_keeps_earlier_runs(ledger, fault, fragment):
@@ -259,3 +260,30 @@ def test_progress_is_visible_before_the_gate_ends(ledger):
     assert seen is not None, "no partial run progress was ingested while the gate ran"
     gate = _run_to_end(engine, settings, gate_id)
     assert gate.status == "succeeded"
+
+
+@pytest.mark.slow
+def test_trainer_gate_local_with_health(ledger, wall_time_report):
+    """The bundled trainer (tiny recipe, 2 gloo ranks via torchrun) after the CPU health gate."""
+    engine, settings = ledger
+    gate_in = use_cases.GateCreate.model_validate({
+        "title": "tiny packed qkv", "workload": {"recipe": "tiny"},
+        "candidate": {"recipe_overrides": ["model.packed_qkv=true"]},
+        "warmup_steps": 2, "measured_steps": 4, "executor": "local", "run_timeout_s": 300,
+    })
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id, timeout_s=600)
+    assert gate.status == "succeeded", gate.status_reason
+    with Session(engine) as session:
+        gate = session.get(Gate, gate_id)
+        runs = sorted(gate.runs, key=lambda r: r.order)
+        assert all(r.world_size == 2 and r.local_batch_size == 2 and r.median_step_s > 0 for r in runs)
+        assert "torch.distributed.run" in runs[0].command
+        assert "model.packed_qkv=true" in runs[1].command and "model.packed_qkv=true" not in runs[0].command
+        assert gate.recipe["model"]["num_layers"] == 2 and gate.candidate_spec["recipe"]["model"]["packed_qkv"]
+        assert session.get(Allocation, gate.allocation_id).health_verdict == "healthy"
+        report = use_cases.gate_overhead(session=session, gate_id=gate_id, data_dir=settings.data_dir)
+    wall_time_report(
+        f"local, tiny recipe, 2 gloo ranks, 2+4 steps: allocation {report['allocation_wall_s']:.1f} s, "
+        f"measured steps {report['measured_s']:.2f} s, health {report['health_s']:.1f} s, "
+        f"overhead {report['overhead_pct']:.1f}%")

@@ -72,7 +72,7 @@ def _sacct_state(job_id: str) -> str:
     return out[0] if out else ""
 
 
-def test_trainer_gate_env_override_two_tasks(ledger):
+def test_trainer_gate_env_override_two_tasks(ledger, wall_time_report):
     """Tiny CPU recipe, 2 tasks via srun, candidate = environment override, health first."""
     engine, settings = ledger
     gate_in = use_cases.GateCreate.model_validate({
@@ -98,6 +98,14 @@ def test_trainer_gate_env_override_two_tasks(ledger):
         assert alloc.scheduler_job_id == gate.job_ref and alloc.health_verdict == "healthy"
         assert session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).first() is not None
     assert _sacct_state(gate.job_ref) == "COMPLETED"
+    with Session(engine) as session:
+        report = use_cases.gate_overhead(session=session, gate_id=gate_id, data_dir=settings.data_dir)
+    assert 0 < report["measured_s"] < report["runs_wall_s"] < report["allocation_wall_s"]
+    wall_time_report(
+        f"slurm, tiny recipe, 2 tasks, 2+4 steps: allocation {report['allocation_wall_s']:.1f} s, "
+        f"measured steps {report['measured_s']:.2f} s, health {report['health_s']:.1f} s, "
+        f"overhead {report['overhead_pct']:.1f}% (CPU compile/launch dominate; GPU gate: "
+        "benchmarks/results/gate_h200x2_2026-11-30)")
 
 
 def test_two_commits_external_harness(ledger, tmp_path):
