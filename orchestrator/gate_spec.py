@@ -30,6 +30,11 @@ _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
 COMMAND_PLACEHOLDERS = frozenset(
     {"warmup_steps", "measured_steps", "source_dir", "role", "run_index", "nproc", "out_dir"}
 )
+# sbatch options axbgate/submitit set themselves (topology fields, log paths, signal).
+_SLURM_OWNED = frozenset(
+    {"nodes", "ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_node", "time", "partition",
+     "account", "qos", "job_name", "output", "error", "signal", "wrap", "chdir", "open_mode"}
+)
 # Variables the launcher owns; a gate may not override them (DESIGN.md section 5).
 RESERVED_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
@@ -182,6 +187,8 @@ class TopologySpec(BaseModel):
     @classmethod
     def _extra(cls, value: dict[str, str]) -> dict[str, str]:
         for key, val in value.items():
+            if key in _SLURM_OWNED:
+                raise ValueError(f"extra_slurm may not set {key!r}: axbgate sets it from the topology")
             if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
                 raise ValueError(f"extra_slurm key {key!r} must be a sbatch option name like 'constraint'")
             if not re.fullmatch(r"[A-Za-z0-9_.,:=+@%/-]*", val):
