@@ -6,6 +6,7 @@ the verbs talk to that server over HTTP (writes send ``api_token``).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -238,14 +239,16 @@ def _embedded_pass(repo_ids: list[int] | None, *, wait: bool, timeout_s: float):
     settings = _cli()._settings()
     engine = _cli()._engine()
     holder = f"cli:{os.getpid()}"
-    with Session(engine) as session:
-        import datetime as dt
 
-        held = store.webhooks.try_acquire_lease(session=session, name=LEASE_NAME, holder=holder,
-                                                now=dt.datetime.now(dt.UTC),
-                                                duration_s=max(timeout_s, 60.0) if wait else 600.0)
-        session.commit()
-    if not held:
+    def lease() -> bool:
+        # Renewed on every --wait round, so a killed pass blocks a server for 10 min at most.
+        with Session(engine) as session:
+            held = store.webhooks.try_acquire_lease(session=session, name=LEASE_NAME, holder=holder,
+                                                    now=dt.datetime.now(dt.UTC), duration_s=600.0)
+            session.commit()
+        return held
+
+    if not lease():
         _cli()._fail("a running scheduler (axbgate serve) holds the re-gate lease; it checks on "
                      "its schedule, or use POST /repos/{id}/check against it")
     try:
@@ -260,6 +263,8 @@ def _embedded_pass(repo_ids: list[int] | None, *, wait: bool, timeout_s: float):
                     break
                 if time.monotonic() > deadline:
                     _cli()._fail(f"gates {busy} still running after {timeout_s:g} s")
+                if not lease():
+                    _cli()._fail("another scheduler took the re-gate lease; stopping this pass")
                 dispatch_pass(engine, settings, gate_ids=busy)
                 poll_pass(engine, settings, gate_ids=busy)
                 process_finished_gates(engine, settings)

@@ -3,6 +3,7 @@ scheduler on PostgreSQL (APScheduler job store, lease) and the `axbgate repo`/`r
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from orchestrator.db.models import Gate
 from orchestrator.db.session import build_engine
 from orchestrator.services.nightly import NightlyScheduler
 from orchestrator.settings import Settings, get_settings
+from orchestrator.store.webhooks import try_acquire_lease
 from tests.factories import make_harness_repo
 from tests.regate_support import HARNESS_COMMAND, add_tracked_repo, commit_step_ms, drive_until
 
@@ -128,6 +130,12 @@ def test_cli_repo_verbs_and_regate_once(tmp_path, monkeypatch, capsys):
     view = json.loads(capsys.readouterr().out)
     assert [e["kind"] for e in view["events"]] == ["regression", "baseline"]
     assert view["repo"]["last_measured_sha"] == shas[0]
+    with Session(build_engine(get_settings().database_url)) as session:  # a server holds the lease
+        assert try_acquire_lease(session=session, name="nightly", holder="server",
+                                 now=dt.datetime.now(dt.UTC), duration_s=60)
+        session.commit()
+    assert cli_main(["regate", "--once"]) == 2
+    assert "holds the re-gate lease" in capsys.readouterr().err
     assert cli_main(["repo", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["count"] == 1
     assert cli_main(["repo", "remove", str(repo_id)]) == 0

@@ -185,7 +185,7 @@ def test_restart_neither_loses_nor_duplicates_a_scheduled_regate(ledger, tmp_pat
     rival.start()
     try:
         drive_until(engine, settings, lambda: _repo(engine, repo_id).last_measured_sha == shas[0])
-        assert first.is_leader and not rival.is_leader  # one scheduler for several workers
+        assert [first.is_leader, rival.is_leader].count(True) == 1  # one scheduler for two workers
     finally:
         rival.stop()
         first.stop()
@@ -197,7 +197,7 @@ def test_restart_neither_loses_nor_duplicates_a_scheduled_regate(ledger, tmp_pat
     second = NightlyScheduler(engine2, settings, holder="second")
     second.start()
     try:
-        drive_until(engine2, settings, lambda: _regates(engine2, repo_id), timeout_s=30)
+        drive_until(engine2, settings, lambda: _regates(engine2, repo_id), timeout_s=60)
     finally:
         second.stop()  # restarted again while the re-gate runs
     third = NightlyScheduler(engine2, settings, holder="third")
