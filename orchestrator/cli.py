@@ -189,8 +189,9 @@ def _print_verdict(out: dict[str, Any]) -> None:
         ("control midpoint", f"{out['midpoint_s']:.9f} s"),
         ("drift", f"{out['drift_pct']:.6f} %"),
         ("delta", f"{out['delta_ms']:+.6f} ms / {out['delta_pct']:+.6f} %"),
-        ("threshold", f"{out.get('threshold_pct', float('nan')):.6f} %"),
     ]
+    if out.get("threshold_pct"):
+        rows.append(("acts beyond +/-", f"{out['threshold_pct']:.6f} %"))
     if out.get("mfu_points") is not None:
         rows.append(("MFU control / candidate",
                      f"{out['mfu_control_pct']:.3f} % / {out['mfu_candidate_pct']:.3f} %"))
@@ -198,6 +199,10 @@ def _print_verdict(out: dict[str, Any]) -> None:
     for key in ("ci_low_pct", "ci_high_pct", "mde_pct"):
         if out.get(key) is not None:
             rows.append((key, f"{out[key]:+.4f} %"))
+    if out.get("calibration"):
+        rows.append(("calibration", f"{out['calibration']}: {out.get('num_gate_control_pairs', 0)} "
+                                    f"control pairs of this gate, {out.get('num_history_pairs', 0)} from "
+                                    f"{out.get('num_history_gates', 0)} earlier gates"))
     rows.append(("timing verdict", str(out["verdict"]).upper()))
     if out.get("reason"):
         rows.append(("reason", str(out["reason"])))
@@ -238,6 +243,13 @@ def import_log_cmd(
             + (f" error={s.error}" if s.error else "")
             + (f" health={s.health_verdict}" if s.health_verdict else "")
         )
+        if s.median_mismatch:
+            typer.echo(
+                f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "
+                f"the median recomputed from its per-step slowest-rank times ({s.median_step_s}); "
+                "the ledger keeps the recomputed one",
+                err=True,
+            )
 
 
 @app.command("gate")
@@ -255,16 +267,16 @@ def gate_cmd(
     candidate_env: Annotated[list[str], typer.Option(help="Candidate env NAME=VALUE (repeat).")] = [],
     control_override: Annotated[list[str], typer.Option(help="Control recipe section.key=value.")] = [],
     candidate_override: Annotated[list[str], typer.Option(help="Candidate recipe section.key=value.")] = [],
-    pattern: Annotated[str | None, typer.Option(help="Run pattern, e.g. 'A X B X A'.")] = None,
-    warmup_steps: Annotated[int | None, typer.Option(help="Warmup steps per run.")] = None,
-    measured_steps: Annotated[int | None, typer.Option(help="Measured steps per run.")] = None,
-    executor: Annotated[str | None, typer.Option(help="local, slurm or debug.")] = None,
+    pattern: Annotated[str | None, typer.Option(help="Run pattern (default 'A X B'; e.g. 'A X B X A').")] = None,
+    warmup_steps: Annotated[int | None, typer.Option(help="Warmup steps per run (default 10).")] = None,
+    measured_steps: Annotated[int | None, typer.Option(help="Measured steps per run (default 20).")] = None,
+    executor: Annotated[str | None, typer.Option(help="local, slurm or debug (default: AXBGATE_EXECUTOR__KIND, local).")] = None,
     nodes: Annotated[int | None, typer.Option(help="Nodes of the allocation.")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node (0: CPU/gloo).")] = None,
-    ntasks_per_node: Annotated[int | None, typer.Option(help="Ranks per node.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs per node (default 0: CPU ranks, gloo).")] = None,
+    ntasks_per_node: Annotated[int | None, typer.Option(help="Ranks per node (default: GPUs per node, or 2 on CPU).")] = None,
     partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
     time_limit_min: Annotated[int | None, typer.Option(help="Allocation time limit, minutes.")] = None,
-    policy: Annotated[str | None, typer.Option(help="Verdict policy.")] = None,
+    policy: Annotated[str | None, typer.Option(help="Primary verdict policy (default drift; ratio-ci is always reported too).")] = None,
     criteria: Annotated[str | None, typer.Option(help="Health criteria name or TOML path.")] = None,
     no_health: Annotated[bool, typer.Option("--no-health", help="Skip the health gate.")] = False,
     run_timeout_s: Annotated[float | None, typer.Option(help="Deadline of each run, s.")] = None,
@@ -287,6 +299,11 @@ def gate_cmd(
             _fail('--command must be a JSON list of strings, e.g. \'["python", "bench.py"]\'')
     except json.JSONDecodeError as exc:
         _fail(f"--command must be a JSON list of strings ({exc.msg})")
+    try:
+        control_env_map = _pairs("--control-env", control_env)
+        candidate_env_map = _pairs("--candidate-env", candidate_env)
+    except ValueError as exc:
+        _fail(str(exc))
     overrides: dict[str, Any] = {
         "title": title,
         "workload": ({"command": cmd_list} if cmd_list else {"recipe": recipe}) if (cmd_list or recipe) else None,
@@ -294,8 +311,8 @@ def gate_cmd(
         "control.source.ref": control_ref,
         "candidate.source.repo": repo if (repo and candidate_ref) else None,
         "candidate.source.ref": candidate_ref,
-        "control.env": _pairs("--control-env", control_env) or None,
-        "candidate.env": _pairs("--candidate-env", candidate_env) or None,
+        "control.env": control_env_map or None,
+        "candidate.env": candidate_env_map or None,
         "control.recipe_overrides": control_override or None,
         "candidate.recipe_overrides": candidate_override or None,
         "run_pattern": pattern,
@@ -418,35 +435,74 @@ def _show_gate(engine, gate_id: int, as_json: bool) -> None:
         out["overhead"] = report
         _echo_json(out)
     else:
-        _print_gate(gate, report)
+        from orchestrator.ingest import gate_dir
+
+        report = {**report, "gate_dir": str(gate_dir(_settings().data_dir, gate_id))}
+        _print_gate(gate, report, ledger=_settings().database_url)
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
 
-def _print_gate(gate, report: dict[str, Any]) -> None:
+def _print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     table = Table(title=f"gate {gate.id}: {gate.title or gate.run_pattern} [{gate.status}]")
-    for col in ("run", "role", "status", "median ms", "MFU %", "steps", "error"):
+    for col in ("run", "role", "status", "median ms", "MFU %", "warmup+measured", "error"):
         table.add_column(col)
     for run in gate.runs:
         table.add_row(str(run.order), run.role or "-", run.status,
                       f"{run.median_step_s * 1e3:.3f}" if run.median_step_s else "-",
                       f"{run.mfu_pct:.2f}" if run.mfu_pct is not None else "-",
-                      str(len(run.slowest_rank_step_s)), (run.error or "")[:60])
+                      f"{run.num_warmup_steps}+{run.num_measured_steps}" if run.num_measured_steps
+                      else str(len(run.slowest_rank_step_s)),
+                      escape((run.error or "")[:60]))
     console.print(table)
     if gate.status_reason:
-        console.print(f"reason: {gate.status_reason}")
+        console.print(f"reason: {escape(gate.status_reason)}")
+    for run in gate.runs:
+        if run.status == "failed" and ledger is not None:
+            _print_log_tail(console, ledger, gate.id, run)
+    primary = None
     for v in sorted(gate.verdicts, key=lambda v: not v.is_primary):
         _print_verdict(v.numbers)
+        if v.is_primary:
+            primary = v
+    others = [v for v in gate.verdicts if not v.is_primary and primary and v.verdict != primary.verdict]
+    for v in others:
+        console.print(
+            f"[bold yellow]policies disagree:[/] {primary.policy}={primary.verdict}, "
+            f"{v.policy}={v.verdict}. A single A X B under the drift rule accepts ~20% of "
+            "candidates with no true effect (README, Verdicts); re-run with a longer pattern "
+            "or more measured steps before adopting."
+        )
     if report.get("allocation_wall_s"):
         console.print(
             f"allocation wall {report['allocation_wall_s']:.1f} s: measured steps "
-            f"{report['measured_s']:.1f} s, health {report['health_s']:.1f} s, "
-            f"overhead (compile/warmup/health/launch) {report['overhead_pct']:.1f} %"
+            f"{report['measured_s']:.1f} s, health {report['health_s']:.1f} s, everything else "
+            f"(launch, compile, warmup) {report['allocation_wall_s'] - report['measured_s'] - report['health_s']:.1f} s; "
+            f"overhead = 1 - measured/wall = {report['overhead_pct']:.1f} %"
         )
+    if ledger:
+        console.print(f"ledger: {ledger} (gate {gate.id}); logs: {report.get('gate_dir', '')}")
+
+
+def _print_log_tail(console, ledger: str, gate_id: int, run, num_lines: int = 12) -> None:
+    """Show where a failed run's raw log is and its last lines."""
+    from rich.markup import escape
+
+    from orchestrator.executors.plan import run_file_stem
+    from orchestrator.ingest import gate_dir
+
+    path = gate_dir(_settings().data_dir, gate_id) / "runs" / f"{run_file_stem(run.order, run.role or 'X')}.log"
+    if not path.exists():
+        return
+    lines = path.read_text(errors="replace").splitlines()[-num_lines:]
+    console.print(f"run {run.order} ({run.role}) log {path}, last {len(lines)} lines:")
+    for line in lines:
+        console.print("  " + escape(line[:200]))
 
 
 @app.command(
@@ -518,12 +574,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # click's own usage errors
         return int(exc.code or 0)
     except Exception as exc:  # click usage errors raised in non-standalone mode
-        import click
+        try:  # recent typer vendors click as typer._click
+            from typer._click import exceptions as click_exceptions
+        except ImportError:
+            from click import exceptions as click_exceptions
 
-        if isinstance(exc, click.exceptions.ClickException):
+        if isinstance(exc, click_exceptions.ClickException):
             exc.show()
             return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, click_exceptions.Abort):
             return 130
         raise
 

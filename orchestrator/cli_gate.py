@@ -33,7 +33,7 @@ def _pairs(option: str, items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
         if "=" not in item:
-            raise typer.BadParameter(f"{option} takes NAME=VALUE, got {item!r}")
+            raise ValueError(f"{option} takes NAME=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         out[key] = value
     return out

@@ -30,7 +30,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DECISIONS = ("accept", "reject", "neutral", "rerun")
+# What a team may record: any timing verdict, or "rerun" (DESIGN.md section 1, decision).
+DECISIONS = ("accept", "reject", "neutral", "inconclusive", "pass", "regression", "improvement",
+             "rerun")
 
 
 def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:

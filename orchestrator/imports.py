@@ -17,7 +17,7 @@ from orchestrator import store
 from orchestrator.artifacts import hash_file, keep_file
 from orchestrator.db.models import Artifact, Run
 from orchestrator.errors import ValidationFailed
-from orchestrator.measure import measure_run
+from orchestrator.measure import MEDIAN_MISMATCH_REL, measure_run
 from orchestrator.records import ParsedLog, parse
 from orchestrator.schemas import RunImportPublic
 
@@ -73,7 +73,14 @@ def health_check_rows(parsed: ParsedLog) -> list[dict]:
 
 
 def _summary_from_run(run: Run, base: dict) -> RunImportPublic:
+    log_median = (run.result_extra or {}).get("log_median_step_s")
+    mismatch = (
+        log_median is not None and run.median_step_s is not None
+        and abs(log_median - run.median_step_s) > MEDIAN_MISMATCH_REL * run.median_step_s
+    )
     return RunImportPublic(
+        log_median_step_s=log_median,
+        median_mismatch=mismatch,
         **base,
         run_id=run.id,
         status=run.status,
@@ -171,11 +178,10 @@ def import_log(*, session: Session, path: Path, artifacts_dir: Path) -> RunImpor
     logger.info("imported log %s sha256=%s run=%s", path, sha256, run.id if run else None)
     if run is not None:
         summary = _summary_from_run(run, base)
-        update = {"log_median_step_s": outcome.log_median_step_s, "median_mismatch": outcome.median_mismatch}
         if allocation is not None:
-            update.update(health_verdict=allocation.health_verdict,
-                          num_health_checks=len(parsed.health))
-        return summary.model_copy(update=update)
+            summary = summary.model_copy(update={"health_verdict": allocation.health_verdict,
+                                                 "num_health_checks": len(parsed.health)})
+        return summary
     return RunImportPublic(
         **base,
         allocation_id=allocation.id if allocation else None,

@@ -115,7 +115,9 @@ def measure_run(
     warmup = parsed.num_warmup_steps(expected_warmup_steps)
     measured = parsed.num_measured_steps(expected_measured_steps)
     if warmup is None:
-        return failed("the log gives no warmup step count and none was expected")
+        return failed("the log has no timing record (AXBGATE_TIMING / BF16_TIMING with the "
+                      "warmup step count): the run did not finish, or its harness does not "
+                      "print one (docs/record-contract.md)")
     if expected_warmup_steps is not None and warmup != expected_warmup_steps:
         return failed(f"the run used {warmup} warmup steps, the gate asked for {expected_warmup_steps}")
     if measured is None:
@@ -133,6 +135,8 @@ def measure_run(
     except ValueError as exc:
         return failed(str(exc))
     fields["median_step_s"] = stats.median_step_s
+    if log_median is not None:
+        fields["result_extra"]["log_median_step_s"] = log_median
     mismatch = log_median is not None and abs(log_median - stats.median_step_s) > (
         MEDIAN_MISMATCH_REL * stats.median_step_s
     )

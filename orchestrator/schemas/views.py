@@ -30,7 +30,9 @@ __all__ = [
     "VerdictPreviewCreate",
 ]
 
-DECISION_VALUES = ("accept", "reject", "neutral", "rerun")
+DECISION_VALUES = (
+    "accept", "reject", "neutral", "inconclusive", "pass", "regression", "improvement", "rerun"
+)
 _NO_NUL = r"^[^\x00]*$"
 FilterText = Annotated[str | None, Field(default=None, max_length=255, pattern=_NO_NUL)]
 
@@ -225,7 +227,9 @@ class DecisionCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    decision: Literal["accept", "reject", "neutral", "rerun"]
+    decision: Literal[
+        "accept", "reject", "neutral", "inconclusive", "pass", "regression", "improvement", "rerun"
+    ]
     reason: str = Field("", max_length=4000, pattern=_NO_NUL)
     """Why; required when the decision differs from the timing verdict."""
     decided_by: str | None = Field(None, max_length=255, pattern=_NO_NUL)

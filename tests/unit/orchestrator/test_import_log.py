@@ -126,3 +126,15 @@ def test_missing_file_and_empty_log(capsys, tmp_path):
     empty.write_text("no records here\n")
     code, _, err = _run_cli(capsys, "import-log", str(empty))
     assert code == 2 and "no record lines" in err
+
+
+def test_median_mismatch_is_reported_and_survives_reimport(capsys, tmp_path):
+    log = _product_log(tmp_path / "mm.log", [1.0, 0.5, 0.6, 0.7], warmup=1, measured=3)
+    text = log.read_text().replace('"median_step_s": 0.6', '"median_step_s": 0.9')
+    log.write_text(text)
+    code, out, err = _run_cli(capsys, "import-log", str(log))
+    assert code == 0 and "differs from the median recomputed" in err
+    code, out, _ = _run_cli(capsys, "import-log", str(log), "--json")
+    again = json.loads(out)[0]
+    assert again["already_imported"] and again["median_mismatch"] is True
+    assert again["log_median_step_s"] == 0.9 and again["median_step_s"] == pytest.approx(0.6)
