@@ -91,6 +91,8 @@ def follow_gate(engine, settings, gate_id: int, *, quiet: bool, poll_s: float = 
                 poll_pass(engine, settings, gate_ids=[gate_id])
                 with Session(engine) as session:
                     gate = session.get(Gate, gate_id)
+                    if gate.status == "queued":  # another local gate holds this machine
+                        dispatch_pass(engine, settings, gate_ids=[gate_id])
                     total = gate.num_warmup_steps + gate.num_measured_steps
                     for run in sorted(gate.runs, key=lambda r: r.order):
                         if run.order not in tasks:

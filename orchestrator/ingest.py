@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from orchestrator import store
@@ -36,9 +36,13 @@ from orchestrator.verdict import (
     judge,
 )
 
-__all__ = ["dispatch_gate", "gate_dir", "ingest_gate", "judge_gate"]
+__all__ = ["claim_gate", "dispatch_gate", "gate_dir", "ingest_gate", "judge_gate"]
 
 logger = logging.getLogger(__name__)
+
+# A claimed gate must have its job recorded within this many seconds (sbatch answers in
+# well under a minute; a dead dispatcher never will).
+_SUBMIT_GRACE_S = 600.0
 
 
 def gate_dir(data_dir: Path, gate_id: int) -> Path:
@@ -71,13 +75,47 @@ def build_plan(gate: Gate, data_dir: Path) -> GatePlan:
     )
 
 
+def claim_gate(*, session: Session, gate_id: int, one_local_at_a_time: bool = True) -> bool:
+    """Atomically move a queued gate to ``submitted`` so exactly one process submits it.
+
+    A conditional UPDATE (``WHERE status = 'queued'``) is the claim: of several
+    dispatchers (``serve`` replicas, a CLI ``watch``), one gets rowcount 1. A ``local`` gate
+    is only claimed while no other local gate is in flight: this machine is the
+    allocation, and two gates on it would time each other.
+
+    Returns:
+        True if this caller owns the gate now (the caller commits, then submits).
+    """
+    gate = session.get(Gate, gate_id)
+    if gate is None or gate.status != "queued":
+        return False
+    if one_local_at_a_time and gate.executor in ("local", "debug"):
+        busy = session.scalar(
+            select(Gate.id).where(Gate.executor == gate.executor, Gate.id != gate_id,
+                                  Gate.status.in_(("submitted", "running"))).limit(1)
+        )
+        if busy is not None:
+            return False
+    now = dt.datetime.now(dt.timezone.utc)
+    result = session.execute(
+        update(Gate).where(Gate.id == gate_id, Gate.status == "queued")
+        .values(status="submitted", submitted_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.flush()
+    if result.rowcount != 1:
+        return False
+    session.refresh(gate)
+    return True
+
+
 def dispatch_gate(*, session: Session, gate: Gate, executor: BaseGateExecutor,
                   data_dir: Path) -> Gate:
-    """Submit a queued gate: write its plan, submit ONE job, persist the job reference.
+    """Submit a gate claimed by :func:`claim_gate`: write its plan, submit ONE job, persist
+    the job reference (the caller commits right after).
 
-    The job reference is committed by the caller right after; a crash between submit
-    and commit leaves a queued gate whose folder already holds ``plan.json``, and the
-    next pass refuses to submit it twice (it fails the gate instead, naming the folder).
+    A gate whose folder already holds a plan but no recorded job (a crash between submit
+    and commit) is failed rather than submitted twice.
     """
     plan = build_plan(gate, data_dir)
     folder = Path(plan.gate_dir)
@@ -92,7 +130,6 @@ def dispatch_gate(*, session: Session, gate: Gate, executor: BaseGateExecutor,
         ref = executor.submit(plan)
     gate.job_ref = ref.job_id
     gate.job_folder = ref.folder
-    transition(gate, "submitted")
     session.flush()
     logger.info("gate=%s submitted job=%s executor=%s", gate.id, ref.job_id, executor.kind)
     return gate
@@ -274,6 +311,15 @@ def ingest_gate(*, session: Session, gate: Gate, data_dir: Path,
     folder = gate_dir(data_dir, gate.id)
     status = read_json(folder / "status.json")
     now = now or dt.datetime.now(dt.timezone.utc)
+    if status is None and gate.job_ref is None:
+        claimed = gate.submitted_at
+        if claimed is not None and claimed.tzinfo is None:
+            claimed = claimed.replace(tzinfo=dt.timezone.utc)
+        if claimed is not None and (now - claimed).total_seconds() > _SUBMIT_GRACE_S:
+            transition(gate, "failed", reason="the dispatcher claimed this gate but never recorded "
+                                              "a job (it crashed while submitting)")
+            _finish_runs(gate)
+        return gate
     if status is None:
         deadline = gate.topology_request.get("queue_deadline_s")
         submitted = gate.submitted_at
@@ -310,6 +356,9 @@ def ingest_gate(*, session: Session, gate: Gate, data_dir: Path,
         _ingest_run(session, gate, run, folder)
     state = status.get("state")
     if state == "running" and job_state is not None and job_state.terminal:
+        reap = getattr(executor, "reap", None)
+        if reap is not None and gate.job_ref:  # the driver died: stop what it left running
+            reap(JobRef(job_id=gate.job_ref, folder=gate.job_folder or ""))
         state, status["reason"] = "failed", (
             f"allocation job {gate.job_ref} ended in state {job_state.state} while the driver was running")
     if state == "finished":

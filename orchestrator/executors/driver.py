@@ -26,7 +26,7 @@ from typing import Any
 
 from orchestrator.executors.plan import GatePlan, read_json, run_file_stem, write_json_atomic
 
-__all__ = ["run_gate"]
+__all__ = ["ACTIVE_PGID_FILE", "reap_active_step", "run_gate"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,41 @@ MULTICAST_OFF = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
+
+
+ACTIVE_PGID_FILE = "active-step.pgid"
+"""File in the gate folder naming the process group of the step that is running."""
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL a process group if any member is left (no error if it is gone)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def reap_active_step(gate_dir: Path) -> bool:
+    """Kill the process group of a gate's running step after its driver died.
+
+    Args:
+        gate_dir: The gate folder.
+
+    Returns:
+        True if a process group was signalled.
+    """
+    path = Path(gate_dir) / ACTIVE_PGID_FILE
+    try:
+        pgid = int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return False
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        killed = True
+    except (ProcessLookupError, PermissionError):
+        killed = False
+    path.unlink(missing_ok=True)
+    return killed
 
 
 class Cancelled(Exception):
@@ -63,6 +98,7 @@ class _Driver:
         self.runs_dir = self.gate_dir / "runs"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.cache_dir = self.gate_dir / "compile-cache"
+        self._active_pgid_file = self.gate_dir / ACTIVE_PGID_FILE
         self.under_slurm = plan.executor == "slurm" and "SLURM_JOB_ID" in os.environ
         self.job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
         self.hostnames = self._hostnames()
@@ -170,6 +206,9 @@ class _Driver:
                 argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
+            # If this driver is killed outright (SIGKILL from its controller), the
+            # executor reaps the step's process group from this file.
+            self._active_pgid_file.write_text(f"{self.child.pid}\n")
             error = None
             while self.child.poll() is None:
                 if time.monotonic() - start > deadline_s:
@@ -181,7 +220,11 @@ class _Driver:
                     break
                 time.sleep(_POLL_S)
             code = self.child.wait()
+            # Whatever the step left behind in its process group (a forked helper, a
+            # torchrun worker) dies with it, so nothing outlives the run it belongs to.
+            _kill_group(self.child.pid)
             self.child = None
+            self._active_pgid_file.unlink(missing_ok=True)
         wall = time.monotonic() - start
         if self.cancel_reason:
             raise Cancelled(self.cancel_reason)

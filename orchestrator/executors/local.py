@@ -5,18 +5,22 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import submitit
 
 from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
-from orchestrator.executors.driver import run_gate
+from orchestrator.executors.driver import reap_active_step, run_gate
 from orchestrator.executors.plan import GatePlan
 
 __all__ = ["LocalGateExecutor"]
 
 logger = logging.getLogger(__name__)
+
+# The driver gives its step 10 s between SIGTERM and SIGKILL; wait a little longer.
+_CANCEL_GRACE_S = 15.0
 
 
 def _alive(pid: int) -> bool:
@@ -57,6 +61,20 @@ class LocalGateExecutor(BaseGateExecutor):
         return out
 
     def cancel(self, ref: JobRef) -> None:
-        """Send SIGTERM to the controller; submitit forwards it to the driver."""
+        """SIGTERM the controller (submitit forwards it to the driver, which stops its step
+        with a grace period), then reap the step's process group if the driver could not.
+
+        Blocks up to ``_CANCEL_GRACE_S`` seconds.
+        """
         if ref.job_id.isdigit() and _alive(int(ref.job_id)):
             os.kill(int(ref.job_id), signal.SIGTERM)
+            deadline = time.monotonic() + _CANCEL_GRACE_S
+            while _alive(int(ref.job_id)) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        self.reap(ref)
+
+    def reap(self, ref: JobRef) -> bool:
+        """Kill what a dead driver left running (its step's process group)."""
+        if ref.job_id.isdigit() and _alive(int(ref.job_id)):
+            return False
+        return reap_active_step(Path(ref.folder).parent)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.db.models import Gate
 from orchestrator.executors import BaseGateExecutor, JobRef, build_executor
-from orchestrator.ingest import dispatch_gate, ingest_gate
+from orchestrator.ingest import claim_gate, dispatch_gate, ingest_gate
 from orchestrator.lifecycle import transition
 from orchestrator.services.loop import LoopService
 from orchestrator.settings import Settings
@@ -49,9 +49,11 @@ def dispatch_pass(engine: Engine, settings: Settings, executors: _Executors | No
     count = 0
     for gate_id in ids:
         with Session(engine, expire_on_commit=False) as session:
-            gate = session.get(Gate, gate_id)
-            if gate is None or gate.status != "queued":
+            if not claim_gate(session=session, gate_id=gate_id):
+                session.rollback()
                 continue
+            session.commit()
+            gate = session.get(Gate, gate_id)
             try:
                 dispatch_gate(session=session, gate=gate, executor=executors.get(gate.executor),
                               data_dir=settings.data_dir)

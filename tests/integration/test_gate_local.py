@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -287,3 +288,78 @@ def test_trainer_gate_local_with_health(ledger, wall_time_report):
         f"local, tiny recipe, 2 gloo ranks, 2+4 steps: allocation {report['allocation_wall_s']:.1f} s, "
         f"measured steps {report['measured_s']:.2f} s, health {report['health_s']:.1f} s, "
         f"overhead {report['overhead_pct']:.1f}%")
+
+
+def _group_alive(pgid: int) -> bool:
+    import os
+
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_processes_left_by_a_step_are_killed(ledger):
+    import os
+
+    engine, settings = ledger
+    gate_in = harness_gate()
+    gate_in.candidate.env["HARNESS_FAULT"] = "fork"
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "succeeded", gate.status_reason
+    child = int((settings.data_dir / "gates" / f"{gate_id:06d}" / "fork-child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while True:  # killed with the step's process group (it may linger as a zombie briefly)
+        try:
+            os.kill(child, 0)
+            state = open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        if state == "Z":
+            break
+        assert time.monotonic() < deadline, f"forked helper {child} outlived its run"
+        time.sleep(0.2)
+
+
+def test_cancel_kills_a_step_that_ignores_sigterm(ledger):
+    engine, settings = ledger
+    gate_in = harness_gate(run_timeout_s=600)
+    gate_in.control.env["HARNESS_FAULT"] = "stubborn"
+    gate_id = _submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    folder = settings.data_dir / "gates" / f"{gate_id:06d}"
+    deadline = time.monotonic() + 30
+    while not (folder / "active-step.pgid").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(1.0)
+    pgid = int((folder / "active-step.pgid").read_text())
+    assert _group_alive(pgid)
+    with Session(engine) as session:
+        use_cases.cancel_gate(session=session, gate_id=gate_id)
+        session.commit()
+    poll_pass(engine, settings, gate_ids=[gate_id])  # SIGTERM, grace, then SIGKILL the group
+    deadline = time.monotonic() + 30
+    while _group_alive(pgid):
+        assert time.monotonic() < deadline, "the stubborn step survived the cancel"
+        time.sleep(0.2)
+    with Session(engine) as session:
+        assert session.get(Gate, gate_id).status == "cancelled"
+
+
+def test_one_local_gate_at_a_time_and_exactly_one_claim(ledger):
+    from orchestrator.ingest import claim_gate
+
+    engine, settings = ledger
+    first = _submit(engine, harness_gate())
+    second = _submit(engine, harness_gate())
+    with Session(engine) as s1, Session(engine) as s2:
+        assert claim_gate(session=s1, gate_id=first) is True
+        s1.commit()
+        assert claim_gate(session=s2, gate_id=first) is False  # already claimed
+        assert claim_gate(session=s2, gate_id=second) is False  # the machine is busy
+        s2.rollback()
+    with Session(engine) as session:
+        assert session.get(Gate, second).status == "queued"

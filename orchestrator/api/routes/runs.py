@@ -14,6 +14,8 @@ from fastapi.responses import FileResponse
 from orchestrator import views
 from orchestrator.api.deps import ReadAccessDep, SessionDep, SettingsDep, WriteTokenDep
 from orchestrator.errors import ValidationFailed
+from starlette.concurrency import run_in_threadpool
+
 from orchestrator.imports import import_log
 from orchestrator.schemas.imports import RunImportPublic
 from orchestrator.schemas.views import RunDetailPublic
@@ -71,15 +73,24 @@ async def import_run_log(
         if size == 0:
             raise ValidationFailed("body", "the request body is empty; send the log's bytes")
         try:
-            summary = import_log(session=session, path=tmp, artifacts_dir=settings.artifacts_dir)
+            # Parsing a large log is CPU work: run it in the thread pool so the event loop
+            # keeps answering other requests (a 1e6-step log took ~60 s in one thread).
+            summary = await run_in_threadpool(
+                _import_and_commit, session, tmp, settings.artifacts_dir
+            )
         except ValidationFailed as exc:
             raise ValidationFailed("body", exc.message.replace(str(tmp), filename)) from None
-        session.commit()
     finally:
         tmp.unlink(missing_ok=True)
     if summary.already_imported:
         response.status_code = status.HTTP_200_OK
     return summary.model_copy(update={"path": filename})
+
+
+def _import_and_commit(session, path, artifacts_dir) -> RunImportPublic:
+    summary = import_log(session=session, path=path, artifacts_dir=artifacts_dir)
+    session.commit()
+    return summary
 
 
 @router.get("/{run_id}", response_model=RunDetailPublic)
