@@ -73,11 +73,20 @@ def _engine():
     from orchestrator.db.migrate import ensure_schema
     from orchestrator.db.session import get_engine
 
+    from sqlalchemy.exc import SQLAlchemyError
+
     settings = _settings()
     try:
         ensure_schema(settings.database_url)
     except RuntimeError as exc:
         _fail(str(exc))
+    except SQLAlchemyError as exc:
+        _fail(f"cannot open the ledger database {settings.database_url}: "
+              f"{str(exc.orig if hasattr(exc, 'orig') and exc.orig else exc).splitlines()[0]} "
+              "(check AXBGATE_DATABASE__URL, or AXBGATE_DATA_DIR for the embedded SQLite file)")
+    except OSError as exc:
+        _fail(f"cannot create the ledger under {settings.data_dir}: {exc} (set AXBGATE_DATA_DIR "
+              "to a writable folder)")
     return get_engine(settings.database_url, settings.database.echo)
 
 
@@ -174,6 +183,10 @@ def verdict_cmd(
     except ValueError as exc:
         _fail(str(exc))
     out = result.to_dict()
+    bad = [k for k, v in out.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        _fail(f"the medians are too extreme to compare ({', '.join(sorted(bad))} not finite); "
+              "give run medians in seconds")
     if as_json:
         _echo_json(out)
         return
@@ -223,16 +236,21 @@ def import_log_cmd(
     settings = _settings()
     engine = _engine()
     summaries = []
-    for path in paths:
+    errors = []
+    for path in paths:  # each log is its own transaction: one bad file stores nothing of it
         try:
             with session_scope(engine) as session:
                 summaries.append(
                     import_log(session=session, path=path, artifacts_dir=settings.artifacts_dir)
                 )
         except AxbgateError as exc:
-            _fail(f"{path}: {exc}")
+            errors.append(f"{path}: {exc}")
+    for message in errors:
+        typer.echo(f"axbgate: error: {message}", err=True)
     if as_json:
         _echo_json([s.model_dump() for s in summaries])
+        if errors:
+            raise typer.Exit(2)
         return
     for s in summaries:
         typer.echo(
@@ -250,6 +268,8 @@ def import_log_cmd(
                 "the ledger keeps the recomputed one",
                 err=True,
             )
+    if errors:
+        raise typer.Exit(2)
 
 
 @app.command("gate")
@@ -304,6 +324,14 @@ def gate_cmd(
         candidate_env_map = _pairs("--candidate-env", candidate_env)
     except ValueError as exc:
         _fail(str(exc))
+    if cmd_list is not None and not cmd_list:
+        _fail("--command must name a program: a non-empty JSON list")
+    if cmd_list and recipe:
+        _fail("give either --recipe (bundled trainer) or --command (external harness), not both")
+    if repo and not (control_ref or candidate_ref):
+        _fail("--repo needs --control-ref and/or --candidate-ref (the refs to compare)")
+    if (control_ref or candidate_ref) and not repo:
+        _fail("--control-ref/--candidate-ref need --repo (the repository to resolve them in)")
     overrides: dict[str, Any] = {
         "title": title,
         "workload": ({"command": cmd_list} if cmd_list else {"recipe": recipe}) if (cmd_list or recipe) else None,
@@ -334,8 +362,8 @@ def gate_cmd(
     }
     try:
         gate_in = build_gate_request(spec_file=spec, overrides=overrides)
-    except (ValueError, OSError) as exc:
-        _fail(str(exc))
+    except (ValueError, OSError, RecursionError) as exc:
+        _fail(str(exc) if not isinstance(exc, RecursionError) else "the spec is nested too deeply")
     settings = _settings()
     if settings.server_url:
         _gate_remote(gate_in, no_wait=no_wait, as_json=as_json)

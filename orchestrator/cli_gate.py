@@ -49,12 +49,16 @@ def build_gate_request(*, spec_file: Path | None, overrides: dict[str, Any]) -> 
     data: dict[str, Any] = {}
     if spec_file is not None:
         text = spec_file.read_text()
+        if spec_file.suffix not in (".json", ".toml"):
+            raise ValueError(f"{spec_file}: the spec must be a .json or .toml file")
         if spec_file.suffix == ".toml":
             import tomllib
 
             data = tomllib.loads(text)
         else:
             data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"{spec_file}: a gate request must be a JSON/TOML object (GateCreate)")
     for key, value in overrides.items():
         if value is None:
             continue

@@ -70,6 +70,10 @@ def _resolve_side(gate_in: GateCreate, side: str) -> dict[str, Any]:
     src = spec.source
     if src.repo is not None and src.sha is None:
         data["source"]["sha"] = resolve_ref(src.repo, src.ref or "HEAD", field=f"{side}.source.ref")
+    elif src.repo is not None and src.sha is not None:
+        # A pinned SHA must exist too: fail now, not on the allocation.
+        if resolve_ref(src.repo, src.sha, field=f"{side}.source.sha") != src.sha:
+            raise ValidationFailed(f"{side}.source.sha", f"{src.sha} does not name a commit")
     if src.repo is None:
         sha, dirty = project_source_state()
         data["source"]["sha"] = sha
@@ -106,6 +110,21 @@ def submit_gate(
         existing = store.gates.get_gate_by_idempotency_key(session=session, key=idempotency_key)
         if existing is not None:
             return GatePublic.model_validate(existing), False
+    for side in ("control", "candidate"):
+        for item in getattr(gate_in, side).recipe_overrides:
+            if item.startswith("measure."):
+                raise ValidationFailed(
+                    f"{side}.recipe_overrides",
+                    f"{item!r}: warmup/measured steps are the gate's (warmup_steps, measured_steps), "
+                    "the same for every run; set them there",
+                )
+    if gate_in.health.enabled and gate_in.health.criteria:
+        from health import load_criteria
+
+        try:
+            load_criteria(gate_in.health.criteria)
+        except (ValueError, OSError) as exc:
+            raise ValidationFailed("health.criteria", f"{gate_in.health.criteria!r}: {exc}") from None
     control_recipe = resolve_recipe(gate_in, "control")
     candidate_recipe = resolve_recipe(gate_in, "candidate")
     control = _resolve_side(gate_in, "control")
@@ -211,6 +230,9 @@ def record_decision(
         raise ValidationFailed("reason", "a decision that differs from the timing verdict needs a reason")
     if gate.status not in TERMINAL_GATE_STATUSES:
         raise Conflict(f"gate {gate_id} is {gate.status}; decide once it has finished")
+    if gate.status != "succeeded" and decision not in ("reject", "rerun"):
+        raise ValidationFailed("decision", f"gate {gate_id} {gate.status} without a measurement: "
+                                           "only 'reject' or 'rerun' can be recorded")
     return store.decisions.add_decision(
         session=session, gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason
     )

@@ -363,3 +363,21 @@ def test_one_local_gate_at_a_time_and_exactly_one_claim(ledger):
         s2.rollback()
     with Session(engine) as session:
         assert session.get(Gate, second).status == "queued"
+
+
+def test_failed_gate_accepts_only_reject_or_rerun_decisions(ledger):
+    from orchestrator.errors import ValidationFailed
+
+    engine, settings = ledger
+    gate_in = harness_gate()
+    gate_in.candidate.env["HARNESS_FAULT"] = "crash"
+    gate_id = _submit(engine, gate_in)
+    assert _run_to_end(engine, settings, gate_id).status == "failed"
+    with Session(engine) as session:
+        with pytest.raises(ValidationFailed, match="only 'reject' or 'rerun'"):
+            use_cases.record_decision(session=session, gate_id=gate_id, decided_by="qa",
+                                      decision="accept", reason="looks fine")
+        row = use_cases.record_decision(session=session, gate_id=gate_id, decided_by="qa",
+                                        decision="rerun", reason="crashed in X")
+        session.commit()
+        assert row.decision == "rerun"

@@ -1,0 +1,54 @@
+"""`axbgate gate` refuses ambiguous or invalid input before anything is stored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.cli import main
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--command", "[]"], "non-empty JSON list"),
+    (["--command", '"python x.py"'], "JSON list of strings"),
+    (["--command", '["x"]', "--recipe", "tiny"], "not both"),
+    (["--repo", "/tmp", "--command", '["x"]'], "--repo needs"),
+    (["--candidate-ref", "main"], "need --repo"),
+    (["--candidate-env", "NOEQUALS"], "NAME=VALUE"),
+    (["--candidate-override", "measure.warmup_steps=0"], "gate's (warmup_steps"),
+    (["--criteria", "no-such-criteria"], "health.criteria"),
+    (["--candidate-override", "model.num_layers=abc"], "num_layers"),
+    (["--candidate-override", "model.colour=red"], "colour"),
+    (["--pattern", "A X"], "at least two controls"),
+])
+def test_bad_gate_input_exits_2_and_stores_nothing(capsys, args, fragment):
+    code = main(["gate", "--no-wait", *args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert fragment in err and "Traceback" not in err
+    assert main(["ledger", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 0
+
+
+def test_spec_must_be_an_object(capsys, tmp_path):
+    spec = tmp_path / "gate.json"
+    spec.write_text("[1, 2]")
+    assert main(["gate", "--spec", str(spec), "--title", "x", "--no-wait"]) == 2
+    assert "must be a JSON/TOML object" in capsys.readouterr().err
+
+
+def test_verdict_with_extreme_medians_is_a_clean_error(capsys):
+    assert main(["verdict", "--a", "1e300", "--x", "1.7e308", "--b", "1e300", "--json"]) == 2
+    assert "too extreme" in capsys.readouterr().err
+
+
+def test_unwritable_data_dir_is_a_clean_error(capsys, monkeypatch, tmp_path):
+    from orchestrator.settings import get_settings
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("AXBGATE_DATA_DIR", str(blocker / "sub"))
+    get_settings.cache_clear()
+    assert main(["ledger"]) == 2
+    assert "AXBGATE_DATA_DIR" in capsys.readouterr().err
