@@ -5,6 +5,7 @@ below them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,16 @@ def _resolve_side(gate_in: GateCreate, side: str) -> dict[str, Any]:
     return data
 
 
+def _idempotent_repeat(existing: Gate, request_sha256: str, key: str) -> GatePublic:
+    """The first gate of an idempotency key, if the repeat asks for the same thing."""
+    if existing.request_sha256 is not None and existing.request_sha256 != request_sha256:
+        raise Conflict(
+            f"Idempotency-Key {key!r} was used for gate {existing.id} with a different request; "
+            "use a new key for a new gate"
+        )
+    return GatePublic.model_validate(existing)
+
+
 def submit_gate(
     *,
     session: Session,
@@ -106,10 +117,11 @@ def submit_gate(
     Raises:
         ValidationFailed: A recipe override or a source ref is invalid (field named).
     """
+    request_sha256 = hashlib.sha256(gate_in.model_dump_json().encode()).hexdigest()
     if idempotency_key:
         existing = store.gates.get_gate_by_idempotency_key(session=session, key=idempotency_key)
         if existing is not None:
-            return GatePublic.model_validate(existing), False
+            return _idempotent_repeat(existing, request_sha256, idempotency_key), False
     for side in ("control", "candidate"):
         for item in getattr(gate_in, side).recipe_overrides:
             if item.startswith("measure."):
@@ -154,6 +166,7 @@ def submit_gate(
         },
         executor=gate_in.executor or default_executor,
         idempotency_key=idempotency_key,
+        request_sha256=request_sha256,
         parent_gate_id=parent_gate_id,
         repository_id=repository_id,
     )
@@ -163,7 +176,7 @@ def submit_gate(
         existing = store.gates.get_gate_by_idempotency_key(session=session, key=idempotency_key or "")
         if existing is None:
             raise
-        return GatePublic.model_validate(existing), False
+        return _idempotent_repeat(existing, request_sha256, idempotency_key or ""), False
     for order, role in enumerate(parse_pattern(gate_in.run_pattern)):
         side = control if role in ("A", "B") else candidate
         store.runs.create_run(

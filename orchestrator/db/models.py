@@ -148,6 +148,8 @@ class Gate(Base):
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     status_reason: Mapped[str | None] = mapped_column(Text)
     idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    request_sha256: Mapped[str | None] = mapped_column(String(64))
+    """SHA-256 of the canonical request JSON; a repeat of an idempotency key must match."""
     job_ref: Mapped[str | None] = mapped_column(String(128))
     job_folder: Mapped[str | None] = mapped_column(Text)
     allocation_id: Mapped[int | None] = mapped_column(
