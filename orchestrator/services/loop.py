@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 
@@ -10,7 +11,7 @@ __all__ = ["LoopService"]
 logger = logging.getLogger(__name__)
 
 
-class LoopService:
+class LoopService(abc.ABC):
     """Base of the dispatcher and poller: ``start()``/``stop()`` around ``run_once()``."""
 
     name = "loop"
@@ -20,9 +21,9 @@ class LoopService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abc.abstractmethod
     def run_once(self) -> None:
-        """One idempotent pass (subclasses)."""
-        raise NotImplementedError  # abstract: every concrete service overrides it
+        """One idempotent pass."""
 
     def _loop(self) -> None:
         while not self._stop.is_set():
