@@ -104,14 +104,16 @@ def gate_markdown(view: GateViewPublic) -> str:
         f"allocation {s.scheduler_job_id or s.allocation_id or '-'} "
         f"(health {s.health_verdict or '-'}, {'baseline-eligible' if s.baseline_eligible else 'not baseline-eligible'})."
     )
-    out += ["", f"- control (A, B): {_side(s.control)}", f"- candidate (X): {_side(s.candidate)}", ""]
+    out += ["", f"- control (A, B): {_side(s.control)}", f"- candidate (X): {_side(s.candidate)}"]
+    out.append(f"- status: **{g.status}**" + (f" ({g.status_reason})" if g.status_reason else ""))
+    out.append("")
     out.append(
         _table(
-            ["run", "role", "status", "source", "median", "MFU", "peak allocated"],
+            ["run", "role", "status", "source", "median", "MFU", "peak allocated", "error"],
             [
                 [r.order, r.role, r.status, (r.source_sha or "-")[:10],
                  _f(r.median_step_s, ".3f", 1000.0, " ms"), _f(r.mfu_pct, ".2f", 1.0, " %"),
-                 _f(r.peak_allocated_bytes, ".2f", 1 / 2**30, " GiB")]
+                 _f(r.peak_allocated_bytes, ".2f", 1 / 2**30, " GiB"), r.error or ""]
                 for r in view.runs
             ],
         )
