@@ -242,6 +242,8 @@ class GateCreate(BaseModel):
     health: HealthSpec = Field(default_factory=HealthSpec)
     run_timeout_s: float = Field(1800.0, gt=0)
     """Deadline of each run, seconds; a run past it is killed and fails the gate."""
+    max_log_bytes: int = Field(2 * 1024**3, ge=1024**2, le=64 * 1024**3)
+    """Output a run may write, bytes (default 2 GiB); a run past it is killed and fails."""
     max_extend: int = Field(0, ge=0, le=5)
     """While the verdict is ``inconclusive``, append ``X B`` up to this many times."""
 

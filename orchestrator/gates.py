@@ -163,6 +163,7 @@ def submit_gate(
             "_health": gate_in.health.model_dump(mode="json"),
             "_run_timeout_s": gate_in.run_timeout_s,
             "_max_extend": gate_in.max_extend,
+            "_max_log_bytes": gate_in.max_log_bytes,
         },
         executor=gate_in.executor or default_executor,
         idempotency_key=idempotency_key,

@@ -72,6 +72,7 @@ def build_plan(gate: Gate, data_dir: Path) -> GatePlan:
         policy=gate.policy,
         policy_params={k: v for k, v in gate.policy_params.items() if not k.startswith("_")},
         kind="regate" if gate.kind in ("regate", "bisect") else "candidate",
+        max_log_bytes=int(private.get("_max_log_bytes", 2 * 1024**3)),
     )
 
 

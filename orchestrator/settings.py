@@ -9,12 +9,15 @@ reads ``os.environ`` for configuration; everything goes through :func:`get_setti
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "AuthSettings",
@@ -162,6 +165,13 @@ class Settings(BaseSettings):
     nightly: NightlySettings = Field(default_factory=NightlySettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_not_empty(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("data_dir is empty: unset AXBGATE_DATA_DIR or give a folder")
+        return value
+
     @model_validator(mode="after")
     def _absolute_data_dir(self) -> "Settings":
         self.data_dir = self.data_dir.expanduser().resolve()
@@ -180,11 +190,26 @@ class Settings(BaseSettings):
         return self.data_dir / "artifacts"
 
 
+def _warn_unknown_env() -> None:
+    """Warn about ``AXBGATE_*`` variables that name no setting (they would be ignored)."""
+    known = {f"AXBGATE_{name.upper()}" for name in Settings.model_fields}
+    for name, field in Settings.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            known |= {f"AXBGATE_{name.upper()}__{sub.upper()}" for sub in annotation.model_fields}
+    for key in os.environ:
+        if key.startswith("AXBGATE_") and key not in known and not key.startswith("AXBGATE_TEST_"):
+            logger.warning("environment variable %s names no axbgate setting and is ignored", key)
+
+
 @functools.lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """Return the process-wide settings, read once from the environment and ``.env``.
 
+    Unknown ``AXBGATE_*`` variables are reported with a warning.
+
     Raises:
         pydantic.ValidationError: A setting has an invalid value; the message names it.
     """
+    _warn_unknown_env()
     return Settings()

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -73,6 +74,28 @@ def reap_active_step(gate_dir: Path) -> bool:
         killed = False
     path.unlink(missing_ok=True)
     return killed
+
+
+class _LogPump(threading.Thread):
+    """Copies a step's output pipe into its log, up to ``max_bytes`` (then drains)."""
+
+    def __init__(self, pipe, log, max_bytes: int) -> None:
+        super().__init__(daemon=True, name="axbgate-log-pump")
+        self.pipe, self.log, self.max_bytes = pipe, log, max_bytes
+        self.overflowed = threading.Event()
+
+    def run(self) -> None:
+        written = 0
+        while chunk := self.pipe.read1(1 << 16):
+            if written + len(chunk) > self.max_bytes:
+                if not self.overflowed.is_set():
+                    self.log.write(chunk[: max(0, self.max_bytes - written)])
+                    self.log.write(b"\n# axbgate: output truncated at max_log_bytes\n")
+                    self.overflowed.set()
+                continue  # keep draining so the step never blocks on a full pipe
+            self.log.write(chunk)
+            written += len(chunk)
+        self.pipe.close()
 
 
 class Cancelled(Exception):
@@ -203,14 +226,23 @@ class _Driver:
         with open(log_path, "ab", buffering=0) as log:
             log.write(f"# axbgate step: {argv!r}\n".encode())
             self.child = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
             # If this driver is killed outright (SIGKILL from its controller), the
             # executor reaps the step's process group from this file.
             self._active_pgid_file.write_text(f"{self.child.pid}\n")
+            # The driver copies the step's output into the log, so it can stop at
+            # max_log_bytes exactly instead of finding a flooded disk afterwards.
+            pump = _LogPump(self.child.stdout, log, self.plan.max_log_bytes)
+            pump.start()
             error = None
             while self.child.poll() is None:
+                if pump.overflowed.is_set():
+                    error = (f"wrote more than {self.plan.max_log_bytes} bytes of output and "
+                             "was killed (max_log_bytes)")
+                    self._kill_child()
+                    break
                 if time.monotonic() - start > deadline_s:
                     error = f"exceeded its deadline of {deadline_s:g} s and was killed"
                     self._kill_child()
@@ -223,6 +255,10 @@ class _Driver:
             # Whatever the step left behind in its process group (a forked helper, a
             # torchrun worker) dies with it, so nothing outlives the run it belongs to.
             _kill_group(self.child.pid)
+            pump.join(timeout=30)
+            if error is None and pump.overflowed.is_set():
+                error = (f"wrote more than {self.plan.max_log_bytes} bytes of output and "
+                         "was killed (max_log_bytes)")
             self.child = None
             self._active_pgid_file.unlink(missing_ok=True)
         wall = time.monotonic() - start

@@ -73,6 +73,8 @@ class GatePlan:
     policy: str
     policy_params: dict[str, Any]
     kind: str
+    max_log_bytes: int = 2 * 1024**3
+    """Output one step may write, bytes; past it the step is killed and the run fails."""
     python: str = dataclasses.field(default_factory=lambda: sys.executable)
     """Interpreter for trainer, health and driver processes."""
     project_root: str = dataclasses.field(

@@ -48,6 +48,16 @@ class TokenPublic(BaseModel):
     revoked_at: dt.datetime | None = None
 
 
+_FILTER_VALUES = {
+    "status": ("queued", "submitted", "running", "succeeded", "failed", "cancelled"),
+    "verdict": ("accept", "neutral", "reject", "inconclusive", "failed", "pass", "regression",
+                "improvement"),
+    "decision": ("accept", "neutral", "reject", "inconclusive", "failed", "pass", "regression",
+                 "improvement", "rerun"),
+    "kind": ("candidate", "regate", "bisect"),
+}
+
+
 class GateFilters(BaseModel):
     """Filters of ``GET /gates`` and the ledger page. Empty strings mean "no filter"."""
 
@@ -88,6 +98,14 @@ class GateFilters(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
+
+    @field_validator("status", "verdict", "decision", "kind")
+    @classmethod
+    def _known_value(cls, value: str | None, info) -> str | None:
+        allowed = _FILTER_VALUES[info.field_name]
+        if value is not None and value not in allowed:
+            raise ValueError(f"unknown {info.field_name} {value!r}; one of: {', '.join(allowed)}")
+        return value
 
     @field_validator("created_after", "created_before")
     @classmethod

@@ -381,3 +381,14 @@ def test_failed_gate_accepts_only_reject_or_rerun_decisions(ledger):
                                         decision="rerun", reason="crashed in X")
         session.commit()
         assert row.decision == "rerun"
+
+
+def test_run_flooding_its_log_is_killed_at_max_log_bytes(ledger):
+    engine, settings = ledger
+    gate_in = harness_gate(max_log_bytes=4 * 1024**2)
+    gate_in.control.env["HARNESS_FAULT"] = "flood"
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "failed" and "max_log_bytes" in gate.status_reason
+    log = settings.data_dir / "gates" / f"{gate_id:06d}" / "runs" / "00-A.log"
+    assert 4 * 1024**2 < log.stat().st_size < 64 * 1024**2

@@ -52,3 +52,23 @@ def test_unwritable_data_dir_is_a_clean_error(capsys, monkeypatch, tmp_path):
     get_settings.cache_clear()
     assert main(["ledger"]) == 2
     assert "AXBGATE_DATA_DIR" in capsys.readouterr().err
+
+
+def test_ledger_filter_values_are_checked(capsys):
+    from pydantic import ValidationError
+
+    from orchestrator.schemas.views import GateFilters
+
+    with pytest.raises(ValidationError, match="unknown status 'bogus'"):
+        GateFilters(status="bogus")
+    assert GateFilters(status="failed").status == "failed"
+
+
+def test_unknown_axbgate_env_is_warned(monkeypatch, caplog):
+    from orchestrator.settings import get_settings
+
+    monkeypatch.setenv("AXBGATE_EXECUTOR__BOGUS", "1")
+    get_settings.cache_clear()
+    with caplog.at_level("WARNING"):
+        get_settings()
+    assert "AXBGATE_EXECUTOR__BOGUS names no axbgate setting" in caplog.text
