@@ -392,3 +392,23 @@ def test_run_flooding_its_log_is_killed_at_max_log_bytes(ledger):
     assert gate.status == "failed" and "max_log_bytes" in gate.status_reason
     log = settings.data_dir / "gates" / f"{gate_id:06d}" / "runs" / "00-A.log"
     assert 4 * 1024**2 < log.stat().st_size < 64 * 1024**2
+
+
+def test_health_between_runs_when_asked(ledger):
+    import json
+
+    engine, settings = ledger
+    gate_in = harness_gate(health=True)
+    gate_in.health.between_runs = True
+    gate_id = _submit(engine, gate_in)
+    gate = _run_to_end(engine, settings, gate_id)
+    assert gate.status == "succeeded", gate.status_reason
+    folder = settings.data_dir / "gates" / f"{gate_id:06d}"
+    verdicts = [json.loads((folder / name).read_text())["verdict"]
+                for name in ("health.json", "health-01.json", "health-02.json")]
+    assert verdicts == ["healthy"] * 3
+    status = json.loads((folder / "status.json").read_text())
+    phases = [t["phase"] for t in status["timeline"]]
+    assert phases == ["health", "run", "health-01", "run", "health-02", "run"]
+    ports = [p["master_port"] for p in status["preamble"]]
+    assert len(set(ports)) == len(ports) == 6  # a fresh MASTER_PORT for every step
