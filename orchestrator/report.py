@@ -140,6 +140,9 @@ def gate_markdown(view: GateViewPublic) -> str:
     for d in view.decisions:
         out.append(f"- {d.created_at:%Y-%m-%d %H:%M} {d.decided_by}: {d.decision}. {d.reason}")
     if view.artifacts:
+        # Name runs by their position in the pattern (the run table's #), not row ids.
+        label = {r.id: f"{r.order} ({r.role})" for r in view.runs}
         out += ["", _table(["artifact", "run", "sha256", "bytes"],
-                           [[a.kind, a.run_id or "-", f"`{a.sha256}`", a.size_bytes] for a in view.artifacts])]
+                           [[a.kind, label.get(a.run_id, "-"), f"`{a.sha256}`", a.size_bytes]
+                            for a in view.artifacts])]
     return "\n".join(out) + "\n"
