@@ -59,3 +59,28 @@ def make_harness_repo(root: Path, step_ms: list[float]) -> tuple[Path, list[str]
         _git(repo, "commit", "-q", "-m", f"commit {i}: {ms} ms")
         shas.append(_git(repo, "rev-parse", "HEAD"))
     return repo, shas
+
+
+def open_ledger():
+    """Migrate the test's embedded ledger and return ``(engine, settings)``."""
+    from sqlalchemy import create_engine
+
+    from orchestrator.db.migrate import upgrade
+    from orchestrator.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.database_url)
+    return create_engine(settings.database_url), settings
+
+
+def submit(engine, gate_in: GateCreate) -> int:
+    """Store a gate through the real use case and return its id."""
+    from sqlalchemy.orm import Session
+
+    from orchestrator.gates import submit_gate
+
+    with Session(engine) as session:
+        gate, created = submit_gate(session=session, gate_in=gate_in)
+        session.commit()
+    assert created
+    return gate.id

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,28 +12,20 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from orchestrator import gates as use_cases
-from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Allocation, Artifact, Gate, HealthCheck, Run, RunStep, Verdict
 from orchestrator.services.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
-from tests.factories import harness_gate, make_harness_repo
+from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
 
 
 @pytest.fixture
 def ledger():
-    settings = get_settings()
-    upgrade(settings.database_url)
-    engine = create_engine(settings.database_url)
+    engine, settings = open_ledger()
     yield engine, settings
     engine.dispose()
 
 
-def _submit(engine, gate_in) -> int:
-    with Session(engine) as session:
-        gate, created = use_cases.submit_gate(session=session, gate_in=gate_in)
-        session.commit()
-    assert created
-    return gate.id
+_submit = submit
 
 
 def _run_to_end(engine, settings, gate_id: int, timeout_s: float = 120.0) -> Gate:
@@ -201,11 +192,8 @@ def test_restarted_service_reattaches_and_records_once(ledger):
     engine2.dispose()
 
 
-def test_health_failure_means_no_runs(ledger, tmp_path):
+def test_health_failure_means_no_runs(ledger):
     engine, settings = ledger
-    criteria = tmp_path / "impossible.toml"
-    from health import load_criteria  # noqa: F401  (criteria format owned by health)
-
     gate_in = harness_gate(health=True)
     gate_in.health.criteria = str(Path(__file__).resolve().parents[1] / "fixtures" / "criteria-impossible.toml")
     gate_id = _submit(engine, gate_in)

@@ -18,11 +18,10 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from orchestrator import gates as use_cases
-from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Allocation, Gate, Run, RunStep, Verdict
 from orchestrator.services.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
-from tests.factories import harness_gate, make_harness_repo
+from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -40,18 +39,12 @@ def ledger():
         if os.environ.get("CI"):
             pytest.fail("Slurm is not up in CI: scripts/slurm_up.sh should have started it")
         pytest.skip("Slurm is not up (run scripts/slurm_up.sh as root)")
-    settings = get_settings()
-    upgrade(settings.database_url)
-    engine = create_engine(settings.database_url)
+    engine, settings = open_ledger()
     yield engine, settings
     engine.dispose()
 
 
-def _submit(engine, gate_in) -> int:
-    with Session(engine) as session:
-        gate, _ = use_cases.submit_gate(session=session, gate_in=gate_in)
-        session.commit()
-    return gate.id
+_submit = submit
 
 
 def _wait(engine, settings, gate_id, timeout_s=300.0, until=("succeeded", "failed", "cancelled")):
