@@ -10,7 +10,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AXBGATE_DATA_DIR=/tmp/axb PYTHONUNBUFFERED=1
-python3 -m orchestrator.cli gate --title "H200x2 LTX-2 full width 8 blocks: modules_per_group 2 vs 1" \
+python3 -m orchestrator.app.cli gate --title "H200x2 LTX-2 full width 8 blocks: modules_per_group 2 vs 1" \
   --recipe ltx2-bench-h200 --gpus-per-node 2 \
   --control-override parallel.modules_per_group=1 --candidate-override parallel.modules_per_group=2 \
   --warmup-steps 10 --measured-steps 20 --run-timeout-s 300 --criteria h200-x2 --json \

@@ -118,7 +118,7 @@ def bench(url: str, label: str, num_gates: int, repeat: int, data_dir: Path) -> 
     """Seed ``url`` and time the pages; return report lines."""
     from fastapi.testclient import TestClient
 
-    from orchestrator.api import create_app
+    from orchestrator.app.api import create_app
     from orchestrator.db.migrate import upgrade
     from orchestrator.settings import Settings
 

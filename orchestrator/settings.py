@@ -87,7 +87,7 @@ class GateServiceSettings(BaseModel):
 
 
 class NightlySettings(BaseModel):
-    """Nightly re-gate scheduler (``orchestrator.services.nightly``)."""
+    """Nightly re-gate scheduler (``orchestrator.runtime.nightly``)."""
 
     enabled: bool = True
     """Run the scheduler inside ``axbgate serve``."""

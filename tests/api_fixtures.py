@@ -20,7 +20,7 @@ def api_settings(db_url, tmp_path):
 @pytest.fixture
 def app(api_settings):
     """The application under test."""
-    from orchestrator.api import create_app
+    from orchestrator.app.api import create_app
 
     return create_app(api_settings)
 
@@ -44,7 +44,7 @@ def db_session(app):
 @pytest.fixture
 def token(db_session) -> str:
     """A valid write token secret named ``tester``."""
-    from orchestrator.tokens import create_token
+    from orchestrator.usecases.tokens import create_token
 
     _row, secret = create_token(session=db_session, name="tester")
     db_session.commit()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.gate_spec import GateCreate
+from orchestrator.domain.gate_spec import GateCreate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HARNESS = FIXTURES / "harness.py"
@@ -77,7 +77,7 @@ def submit(engine, gate_in: GateCreate) -> int:
     """Store a gate through the real use case and return its id."""
     from sqlalchemy.orm import Session
 
-    from orchestrator.gates import submit_gate
+    from orchestrator.usecases.gates import submit_gate
 
     with Session(engine) as session:
         gate, created = submit_gate(session=session, gate_in=gate_in)

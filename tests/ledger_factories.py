@@ -1,5 +1,5 @@
 """Ledger factories for API, page and benchmark tests: gates are created through the real use case
-(:func:`orchestrator.gates.submit_gate`) with an external ``true`` command (no torch), then
+(:func:`orchestrator.usecases.gates.submit_gate`) with an external ``true`` command (no torch), then
 finished the way the poller would: allocation, health checks, run results, artifacts and a
 verdict from the real verdict engine.
 """
@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 
 from orchestrator import store
 from orchestrator import verdict as verdict_engine
-from orchestrator.gate_spec import GateCreate, parse_pattern
-from orchestrator.gates import submit_gate
-from orchestrator.lifecycle import transition
+from orchestrator.domain.gate_spec import GateCreate, parse_pattern
+from orchestrator.usecases.gates import submit_gate
+from orchestrator.domain.lifecycle import transition
 
 WORKED_ACCEPT = (0.4284051351, 0.4148231971, 0.4264598510)
 """DESIGN.md section 3, first worked example (accept)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -144,6 +145,12 @@ class Gate(Base):
     num_measured_steps: Mapped[int] = mapped_column(default=20)
     policy: Mapped[str] = mapped_column(String(32), default="drift")
     policy_params: Mapped[dict] = mapped_column(default=dict)
+    """Parameters of the verdict policy only (see ``orchestrator.verdict.policy``)."""
+    options: Mapped[dict] = mapped_column(default=dict)
+    """Non-policy options: ``orchestrator.domain.gate_spec.GateOptions`` as JSON."""
+    control_history: Mapped[list | None] = mapped_column(default=None)
+    """Control-median pairs of earlier gates of the same control identity, taken at
+    dispatch; the allocation's extend decision and the stored verdict both use it."""
     executor: Mapped[str] = mapped_column(String(16), default="local")
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     status_reason: Mapped[str | None] = mapped_column(Text)
@@ -219,6 +226,8 @@ class Run(Base):
     clocks: Mapped[dict] = mapped_column(default=dict)
     provenance: Mapped[dict] = mapped_column(default=dict)
     result_extra: Mapped[dict] = mapped_column(default=dict)
+    steps_ingested_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    """Bytes of the run's step stream (``runs/NN-R.steps.jsonl``) already stored."""
     started_at: Mapped[dt.datetime | None]
     ended_at: Mapped[dt.datetime | None]
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.driver import run_gate
@@ -19,7 +18,7 @@ class DebugGateExecutor(BaseGateExecutor):
 
     def submit(self, plan: GatePlan) -> JobRef:
         """Run the driver now (blocks until the gate ends)."""
-        run_gate(str(Path(plan.gate_dir) / "plan.json"))
+        run_gate(str(plan.paths.plan))
         return JobRef(job_id=f"debug-{plan.gate_id}", folder=plan.gate_dir)
 
     def poll(self, refs: Sequence[JobRef]) -> dict[str, JobState]:

@@ -13,7 +13,7 @@ import submitit
 
 from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.driver import reap_active_step, run_gate
-from orchestrator.executors.plan import GatePlan
+from orchestrator.executors.plan import GatePaths, GatePlan
 
 __all__ = ["LocalGateExecutor"]
 
@@ -45,10 +45,10 @@ class LocalGateExecutor(BaseGateExecutor):
 
     def submit(self, plan: GatePlan) -> JobRef:
         """Start the driver process; ``timeout_min`` is generous, runs carry deadlines."""
-        folder = Path(plan.gate_dir) / "submitit"
+        folder = plan.paths.submitit_dir
         executor = submitit.LocalExecutor(folder=folder)
         executor.update_parameters(timeout_min=24 * 60, gpus_per_node=plan.gpus_per_node)
-        job = executor.submit(run_gate, str(Path(plan.gate_dir) / "plan.json"))
+        job = executor.submit(run_gate, str(plan.paths.plan))
         logger.info("gate=%s local job %s", plan.gate_id, job.job_id)
         return JobRef(job_id=str(job.job_id), folder=str(folder))
 
@@ -77,4 +77,4 @@ class LocalGateExecutor(BaseGateExecutor):
         """Kill what a dead driver left running (its step's process group)."""
         if ref.job_id.isdigit() and _alive(int(ref.job_id)):
             return False
-        return reap_active_step(Path(ref.folder).parent)
+        return reap_active_step(GatePaths(Path(ref.folder).parent).active_pgid)

@@ -1,15 +1,19 @@
-"""The gate plan: everything the driver needs, as plain JSON in the gate folder.
+"""The gate plan and the gate folder: everything the driver needs, as plain JSON.
 
-The service writes ``plan.json``; the driver (on the allocation) reads it and writes
-``status.json``, ``health.log``/``health.json`` and ``runs/NN-R.log``/``runs/NN-R.json``
-next to it. Files are written to a temporary name and renamed, so the poller never
-reads half a JSON file (submitit's ``temporary_save_path`` idea); logs are appended
-line by line and the poller reads only complete lines.
+:class:`GatePaths` is the ONE map of a gate's folder (submitit's ``JobPaths`` idea):
+the service writes ``plan.json``; the driver (on the allocation) reads it and writes
+``status.json``, ``health.log``/``health.json``, and per run ``runs/NN-R.log`` (raw
+output), ``runs/NN-R.steps.jsonl`` (step records as they are printed) and
+``runs/NN-R.json`` (the run's measured outcome) next to it. Files are written to a
+temporary name and renamed, so the poller never reads half a JSON file (submitit's
+``temporary_save_path``); the step stream is appended line by line and the poller reads
+only complete lines.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -17,7 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GatePlan", "read_json", "run_file_stem", "write_json_atomic"]
+__all__ = ["GatePaths", "GatePlan", "hash_file", "read_json", "run_file_stem", "write_json_atomic"]
+
+_CHUNK_BYTES = 1 << 20
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -41,9 +47,111 @@ def read_json(path: Path) -> Any | None:
         return None
 
 
+def hash_file(path: Path) -> tuple[str, int]:
+    """Return the SHA-256 hex digest and size in bytes of a file, read in 1 MiB chunks.
+
+    Raises:
+        OSError: The file cannot be read.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK_BYTES):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
 def run_file_stem(order: int, role: str) -> str:
     """File stem of a run's log and result, e.g. ``"00-A"``."""
     return f"{order:02d}-{role}"
+
+
+@dataclasses.dataclass(frozen=True)
+class GatePaths:
+    """Where every file of one gate lives (the only place that spells the layout)."""
+
+    root: Path
+    """The gate folder, ``<data_dir>/gates/<gate id, 6 digits>``."""
+
+    @classmethod
+    def of(cls, data_dir: Path | str, gate_id: int) -> GatePaths:
+        """The folder of gate ``gate_id`` under the service data directory."""
+        return cls(Path(data_dir) / "gates" / f"{gate_id:06d}")
+
+    @property
+    def plan(self) -> Path:
+        """``plan.json``: written by the service, read by the driver."""
+        return self.root / "plan.json"
+
+    @property
+    def status(self) -> Path:
+        """``status.json``: the driver's state, timeline and reason."""
+        return self.root / "status.json"
+
+    @property
+    def runs_dir(self) -> Path:
+        """Folder of the per-run files."""
+        return self.root / "runs"
+
+    @property
+    def submitit_dir(self) -> Path:
+        """submitit's job folder (pickles, stdout/stderr of the driver job)."""
+        return self.root / "submitit"
+
+    @property
+    def compile_cache(self) -> Path:
+        """Inductor/Triton cache shared by the runs of one allocation."""
+        return self.root / "compile-cache"
+
+    @property
+    def sources_dir(self) -> Path:
+        """Worktrees of the source revisions under test."""
+        return self.root / "src"
+
+    @property
+    def active_pgid(self) -> Path:
+        """Process group of the step that is running (reaped if the driver dies)."""
+        return self.root / "active-step.pgid"
+
+    @property
+    def cancel_sent(self) -> Path:
+        """Marker: the scheduler job of a cancelled gate was signalled."""
+        return self.root / "cancel-sent"
+
+    @property
+    def steps_collected(self) -> Path:
+        """Marker: the steps of a cancelled gate's runs were stored after its driver ended."""
+        return self.root / "steps-collected"
+
+    @property
+    def driver_error(self) -> Path:
+        """Traceback of a driver that broke."""
+        return self.root / "driver-error.log"
+
+    def health_log(self, tag: str = "health") -> Path:
+        """Raw output of one health gate (``health`` first, ``health-NN`` between runs)."""
+        return self.root / f"{tag}.log"
+
+    def health_result(self, tag: str = "health") -> Path:
+        """The driver's reading of one health gate (verdict, checks, allocation facts)."""
+        return self.root / f"{tag}.json"
+
+    def run_log(self, order: int, role: str) -> Path:
+        """Raw output of run ``order``."""
+        return self.runs_dir / f"{run_file_stem(order, role)}.log"
+
+    def run_started(self, order: int, role: str) -> Path:
+        """Written when run ``order`` starts (command, start time)."""
+        return self.runs_dir / f"{run_file_stem(order, role)}.started.json"
+
+    def run_steps(self, order: int, role: str) -> Path:
+        """Step records of run ``order`` as JSON lines, appended while it runs."""
+        return self.runs_dir / f"{run_file_stem(order, role)}.steps.jsonl"
+
+    def run_result(self, order: int, role: str) -> Path:
+        """The measured outcome of run ``order`` (written once, when it ends)."""
+        return self.runs_dir / f"{run_file_stem(order, role)}.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,8 +179,14 @@ class GatePlan:
     run_timeout_s: float
     max_extend: int
     policy: str
+    """Primary verdict policy (decides whether to extend the pattern)."""
     policy_params: dict[str, Any]
+    """Parameters of that policy only."""
     kind: str
+    """``candidate`` or ``regate`` (the verdict table, see ``verdict.verdict_kind``)."""
+    control_history: list[list[float]] = dataclasses.field(default_factory=list)
+    """Control-median pairs of earlier gates of the same control identity, seconds; the
+    same history the service judges the stored verdict with."""
     max_log_bytes: int = 2 * 1024**3
     """Output one step may write, bytes; past it the step is killed and the run fails."""
     python: str = dataclasses.field(default_factory=lambda: sys.executable)
@@ -81,9 +195,14 @@ class GatePlan:
         default_factory=lambda: str(Path(__file__).resolve().parents[2])
     )
 
+    @property
+    def paths(self) -> GatePaths:
+        """The map of this gate's folder."""
+        return GatePaths(Path(self.gate_dir))
+
     def save(self) -> Path:
         """Write ``plan.json`` into the gate folder and return its path."""
-        path = Path(self.gate_dir) / "plan.json"
+        path = self.paths.plan
         write_json_atomic(path, dataclasses.asdict(self))
         return path
 

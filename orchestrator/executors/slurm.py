@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Sequence
-from pathlib import Path
 
 import submitit
 
@@ -50,7 +49,7 @@ class SlurmGateExecutor(BaseGateExecutor):
     def submit(self, plan: GatePlan, topology: dict | None = None) -> JobRef:
         """Submit the driver as one job sized for the runs (nodes x ranks per node)."""
         topology = topology or {}
-        folder = Path(plan.gate_dir) / "submitit"
+        folder = plan.paths.submitit_dir
         executor = submitit.SlurmExecutor(folder=folder)
         params = dict(
             nodes=plan.nodes,
@@ -73,7 +72,7 @@ class SlurmGateExecutor(BaseGateExecutor):
         if topology.get("extra_slurm"):
             params["additional_parameters"] = dict(topology["extra_slurm"])
         executor.update_parameters(**params)
-        job = executor.submit(run_gate, str(Path(plan.gate_dir) / "plan.json"))
+        job = executor.submit(run_gate, str(plan.paths.plan))
         logger.info("gate=%s slurm job %s", plan.gate_id, job.job_id)
         return JobRef(job_id=str(job.job_id), folder=str(folder))
 

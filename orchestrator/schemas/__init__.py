@@ -4,7 +4,7 @@ Names follow the FastAPI template: ``*Create`` for input, ``*Public`` for output
 ORM objects never leave the use-case layer; these do.
 """
 
-from orchestrator.gate_spec import GateCreate
+from orchestrator.domain.gate_spec import GateCreate
 from orchestrator.schemas.gates import GatePublic, GatesPublic, RunPublic, VerdictPublic
 from orchestrator.schemas.imports import RunImportPublic
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["GatePublic", "GatesPublic", "RunPublic", "VerdictPublic"]
+__all__ = ["GateProgressPublic", "GatePublic", "GatesPublic", "RunProgressPublic", "RunPublic",
+           "VerdictPublic"]
 
 
 class RunPublic(BaseModel):
@@ -83,6 +84,7 @@ class GatePublic(BaseModel):
     num_measured_steps: int
     policy: str
     policy_params: dict[str, Any]
+    options: dict[str, Any] = {}
     executor: str
     job_ref: str | None
     allocation_id: int | None
@@ -102,3 +104,25 @@ class GatesPublic(BaseModel):
 
     data: list[GatePublic]
     count: int
+
+
+class RunProgressPublic(BaseModel):
+    """How far one run of a gate has got."""
+
+    order: int
+    role: str | None
+    status: str
+    num_steps: int
+    """Step records stored so far (warmup included)."""
+    median_step_s: float | None = None
+
+
+class GateProgressPublic(BaseModel):
+    """A gate's status and per-run step counts (for live progress)."""
+
+    id: int
+    status: str
+    status_reason: str | None
+    num_steps_per_run: int
+    """Warmup plus measured steps each run is asked for."""
+    runs: list[RunProgressPublic]

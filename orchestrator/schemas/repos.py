@@ -13,7 +13,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.gate_spec import HealthSpec, SideSpec, TopologySpec, WorkloadSpec, parse_pattern
+from orchestrator.domain.gate_spec import (
+    HealthSpec,
+    SideSpec,
+    TopologySpec,
+    WorkloadSpec,
+    parse_pattern,
+)
 
 __all__ = [
     "BisectionPublic",

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from orchestrator.db.models import Allocation, HealthCheck
-from orchestrator.errors import NotFound
+from orchestrator.domain.errors import NotFound
 
 __all__ = ["add_health_checks", "create_allocation", "get_allocation"]
 

@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator.db.models import Artifact
-from orchestrator.errors import NotFound
+from orchestrator.domain.errors import NotFound
 
 __all__ = ["add_artifact", "get_artifact"]
 

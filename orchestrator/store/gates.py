@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from orchestrator.db.models import Gate
-from orchestrator.errors import Conflict, NotFound
+from orchestrator.domain.errors import Conflict, NotFound
 
-__all__ = ["create_gate", "get_gate", "get_gate_by_idempotency_key", "list_gates_in_flight"]
+__all__ = [
+    "claim_queued_gate",
+    "create_gate",
+    "earlier_succeeded_gates",
+    "gate_in_flight_on",
+    "get_gate",
+    "get_gate_by_idempotency_key",
+    "list_gates_in_flight",
+    "lock_gate",
+]
 
 _GATE_FIELDS = {c.key for c in Gate.__table__.columns if c.key not in ("id", "created_at")}
 
@@ -62,3 +72,51 @@ def list_gates_in_flight(*, session: Session) -> list[Gate]:
             .order_by(Gate.id)
         )
     )
+
+
+def lock_gate(*, session: Session, gate_id: int) -> Gate | None:
+    """Take the gate's row lock for the rest of the transaction and return it fresh.
+
+    A no-op UPDATE of the row is the lock on both databases: PostgreSQL locks the row,
+    SQLite takes its database write lock. A second writer (another poller, a CLI
+    following the same gate) blocks until this transaction ends and then reads what it
+    committed, so each run is ingested by exactly one writer.
+
+    Returns:
+        The gate re-read after the lock, or ``None`` if it does not exist.
+    """
+    session.execute(update(Gate).where(Gate.id == gate_id).values(status=Gate.status)
+                    .execution_options(synchronize_session=False))
+    return session.get(Gate, gate_id, populate_existing=True)
+
+
+def gate_in_flight_on(*, session: Session, executor: str, exclude_id: int) -> int | None:
+    """Id of another gate of ``executor`` that is submitted or running, if any."""
+    return session.scalar(
+        select(Gate.id).where(Gate.executor == executor, Gate.id != exclude_id,
+                              Gate.status.in_(("submitted", "running"))).limit(1)
+    )
+
+
+def claim_queued_gate(*, session: Session, gate_id: int, now: dt.datetime) -> bool:
+    """Move a gate from ``queued`` to ``submitted`` with one conditional UPDATE.
+
+    Returns:
+        True when this caller's UPDATE changed the row (it owns the gate now).
+    """
+    result = session.execute(
+        update(Gate).where(Gate.id == gate_id, Gate.status == "queued")
+        .values(status="submitted", submitted_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.flush()
+    return result.rowcount == 1
+
+
+def earlier_succeeded_gates(*, session: Session, gate: Gate, limit: int) -> list[Gate]:
+    """Succeeded gates other than ``gate`` with the same recipe name, newest first."""
+    return list(session.scalars(
+        select(Gate).where(Gate.id != gate.id, Gate.status == "succeeded",
+                           Gate.recipe_name == gate.recipe_name)
+        .order_by(Gate.id.desc()).limit(limit)
+    ))

@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from orchestrator.db.models import Bisection, Gate, RepoEvent, TrackedRepository
-from orchestrator.errors import Conflict, NotFound
+from orchestrator.domain.errors import Conflict, NotFound
 
 __all__ = [
     "add_event",

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.db.base import utcnow
 from orchestrator.db.models import ApiToken
-from orchestrator.errors import NotFound
+from orchestrator.domain.errors import NotFound
 
 __all__ = ["active_tokens_named", "add_token", "find_active_token", "list_tokens", "revoke_tokens"]
 

@@ -9,6 +9,12 @@ sections 1-3. Typical use::
     verdict.to_dict()
 """
 
+from orchestrator.verdict.builder import (
+    history_from_pairs,
+    judge_policies,
+    mfu_numerator,
+    verdict_kind,
+)
 from orchestrator.verdict.model import (
     CANDIDATE_VERDICTS,
     GATE_KINDS,
@@ -48,8 +54,12 @@ __all__ = [
     "StatisticalDetail",
     "Verdict",
     "get_policy",
+    "history_from_pairs",
     "judge",
+    "judge_policies",
     "measurement_from_pattern",
+    "mfu_numerator",
     "run_statistics",
     "verdict_from_medians",
+    "verdict_kind",
 ]

@@ -79,7 +79,7 @@ def test_extra_fields_are_422(client, auth, seeded):
 
 
 def test_writes_without_valid_token_are_401(client, seeded, db_session):
-    from orchestrator.tokens import create_token, revoke_token
+    from orchestrator.usecases.tokens import create_token, revoke_token
 
     _row, revoked = create_token(session=db_session, name="old")
     revoke_token(session=db_session, ident="old")
@@ -104,7 +104,7 @@ def test_writes_without_valid_token_are_401(client, seeded, db_session):
 def test_reads_need_a_token_when_closed(db_url, tmp_path, seeded):
     from fastapi.testclient import TestClient
 
-    from orchestrator.api import create_app
+    from orchestrator.app.api import create_app
     from orchestrator.settings import Settings
 
     closed = create_app(

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from orchestrator import gates as use_cases
+from orchestrator.usecases import gates as use_cases
 from orchestrator.db.models import Allocation, Artifact, Gate, HealthCheck, Run, RunStep, Verdict
-from orchestrator.services.gates import dispatch_pass, poll_pass
+from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
 from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
 
@@ -338,7 +338,7 @@ def test_cancel_kills_a_step_that_ignores_sigterm(ledger):
 
 
 def test_one_local_gate_at_a_time_and_exactly_one_claim(ledger):
-    from orchestrator.ingest import claim_gate
+    from orchestrator.usecases.dispatch import claim_gate
 
     engine, settings = ledger
     first = _submit(engine, harness_gate())
@@ -354,7 +354,7 @@ def test_one_local_gate_at_a_time_and_exactly_one_claim(ledger):
 
 
 def test_failed_gate_accepts_only_reject_or_rerun_decisions(ledger):
-    from orchestrator.errors import ValidationFailed
+    from orchestrator.domain.errors import ValidationFailed
 
     engine, settings = ledger
     gate_in = harness_gate()

@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from orchestrator import gates as use_cases
+from orchestrator.usecases import gates as use_cases
 from orchestrator.db.models import Allocation, Gate, Run, RunStep, Verdict
-from orchestrator.services.gates import dispatch_pass, poll_pass
+from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
 from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
 

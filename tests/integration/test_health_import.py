@@ -7,7 +7,7 @@ import json
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.db.models import Allocation, HealthCheck
 from orchestrator.settings import get_settings
 

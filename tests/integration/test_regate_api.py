@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from orchestrator.cli import main as cli_main
+from orchestrator.app.cli import main as cli_main
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Gate
 from orchestrator.db.session import build_engine
-from orchestrator.services.nightly import NightlyScheduler
+from orchestrator.runtime.nightly import NightlyScheduler
 from orchestrator.settings import Settings, get_settings
 from orchestrator.store.webhooks import try_acquire_lease
 from tests.factories import make_harness_repo

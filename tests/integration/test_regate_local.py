@@ -16,12 +16,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from orchestrator.api import create_app
+from orchestrator.app.api import create_app
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Bisection, Gate, RepoEvent, TrackedRepository, WebhookAttempt
 from orchestrator.db.session import build_engine
-from orchestrator.drift import drift_of_repository
-from orchestrator.services.nightly import NightlyScheduler, regate_pass
+from orchestrator.usecases.drift import drift_of_repository
+from orchestrator.runtime.nightly import NightlyScheduler, regate_pass
 from orchestrator.settings import Settings
 from tests.factories import make_harness_repo
 from tests.regate_support import WebhookReceiver, add_tracked_repo, commit_step_ms, drive_until

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Bisection, Gate, TrackedRepository
 from orchestrator.db.session import build_engine
-from orchestrator.services.nightly import NightlyScheduler
+from orchestrator.runtime.nightly import NightlyScheduler
 from orchestrator.settings import Settings
 from tests.factories import make_harness_repo
 from tests.regate_support import WebhookReceiver, add_tracked_repo, commit_step_ms, drive_until

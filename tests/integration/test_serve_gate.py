@@ -8,10 +8,10 @@ import time
 import httpx
 from sqlalchemy.orm import Session
 
-from orchestrator.api import create_app
+from orchestrator.app.api import create_app
 from orchestrator.db.migrate import upgrade
 from orchestrator.settings import Settings
-from orchestrator.tokens import create_token
+from orchestrator.usecases.tokens import create_token
 from tests.factories import harness_gate
 from tests.live_server import serve
 
@@ -47,7 +47,7 @@ def test_cli_remote_mode_submits_and_watches_through_the_api(tmp_path, monkeypat
     import json
     import sys
 
-    from orchestrator.cli import main
+    from orchestrator.app.cli import main
     from orchestrator.settings import get_settings
     from tests.factories import HARNESS
 

@@ -97,7 +97,7 @@ def test_cli_records_loss_falls_and_dcp_resume(tmp_path):
     assert losses[-1] < losses[0] * 0.97, losses  # same batch every step: loss must fall
     assert all(b < a for a, b in itertools.pairwise(losses)), losses
 
-    records_mod = pytest.importorskip("orchestrator.records")
+    records_mod = pytest.importorskip("orchestrator.domain.records")
     parsed = records_mod.parse((tmp_path / "full.log").read_text())
     assert parsed.slowest_rank_step_s() == full["AXBGATE_TIMING"][0]["slowest_rank_step_s"]
     assert parsed.num_warmup_steps() == 2 and parsed.num_measured_steps() == 4

@@ -11,7 +11,7 @@ SNAPSHOT = Path(__file__).parent / "openapi_snapshot.json"
 
 
 def test_openapi_matches_snapshot(tmp_path):
-    from orchestrator.api import create_app
+    from orchestrator.app.api import create_app
     from orchestrator.settings import Settings
 
     schema = create_app(Settings(data_dir=tmp_path)).openapi()

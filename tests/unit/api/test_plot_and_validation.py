@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator.api.validation import ensure_storable
-from orchestrator.errors import ValidationFailed
-from orchestrator.web.plot import PlotRun, step_time_svg
+from orchestrator.app.api.validation import ensure_storable
+from orchestrator.domain.errors import ValidationFailed
+from orchestrator.app.web.plot import PlotRun, step_time_svg
 
 NS = "{http://www.w3.org/2000/svg}"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlalchemy.orm import Session
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 
 
 def _verdict(capsys, *args):

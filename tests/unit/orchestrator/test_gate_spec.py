@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.executors.slurm import parse_squeue
-from orchestrator.gate_spec import GateCreate, parse_pattern
+from orchestrator.domain.gate_spec import GateCreate, parse_pattern
 
 
 def _gate(**kw):

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from orchestrator.cli import main
+from orchestrator.app.cli import main
 from orchestrator.db.models import Allocation, Artifact, HealthCheck, Run, RunStep
 from orchestrator.settings import get_settings
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import RecordError
-from orchestrator.records import parse
+from orchestrator.domain.errors import RecordError
+from orchestrator.domain.records import parse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

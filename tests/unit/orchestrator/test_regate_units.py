@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import RepoEvent, TrackedRepository, WebhookAttempt, WebhookDelivery
 from orchestrator.db.session import build_engine
-from orchestrator.drift import detect_change_points
-from orchestrator.notify import deliver_due
-from orchestrator.regate import build_gate_request
+from orchestrator.usecases.drift import detect_change_points
+from orchestrator.usecases.notify import deliver_due
+from orchestrator.usecases.regate import build_gate_request
 from orchestrator.schemas.repos import RepoCreate, RepoUpdate
 from orchestrator.settings import Settings
 from orchestrator.store import webhooks
@@ -180,7 +180,7 @@ def _drift_repo(engine, medians: list[float], verdicts: list[str], branch: str) 
 
 
 def test_slow_drift_below_tolerance_is_flagged(engine):
-    from orchestrator.drift import drift_of_repository
+    from orchestrator.usecases.drift import drift_of_repository
 
     creep = [0.1 * (1 + 0.003 * i) for i in range(10)]  # +0.3% per commit, each re-gate passes
     repo_id = _drift_repo(engine, creep, ["pass"] * 10, "creep")

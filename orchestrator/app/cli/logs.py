@@ -1,0 +1,65 @@
+"""``axbgate import-log``: store run logs printed by any harness (record contract)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.app.cli.common import echo_json, open_engine, settings
+from orchestrator.domain.errors import AxbgateError
+
+__all__ = ["register"]
+
+
+def import_log_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Run logs (AXBGATE_* or BF16_* records).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """Parse run logs, keep them with their SHA-256 and store the runs in the ledger."""
+    from orchestrator.db.session import session_scope
+    from orchestrator.usecases.imports import import_log
+
+    current = settings()
+    engine = open_engine()
+    summaries = []
+    errors = []
+    for path in paths:  # each log is its own transaction: one bad file stores nothing of it
+        try:
+            with session_scope(engine) as session:
+                summaries.append(
+                    import_log(session=session, path=path, artifacts_dir=current.artifacts_dir)
+                )
+        except AxbgateError as exc:
+            errors.append(f"{path}: {exc}")
+    for message in errors:
+        typer.echo(f"axbgate: error: {message}", err=True)
+    if as_json:
+        echo_json([s.model_dump() for s in summaries])
+        if errors:
+            raise typer.Exit(2)
+        return
+    for s in summaries:
+        typer.echo(
+            f"{s.path}: run={s.run_id} status={s.status} median_step_s={s.median_step_s} "
+            f"warmup_steps={s.warmup_steps} measured_steps={s.measured_steps} "
+            f"log_sha256={s.log_sha256}"
+            + (" (already imported)" if s.already_imported else "")
+            + (f" error={s.error}" if s.error else "")
+            + (f" health={s.health_verdict}" if s.health_verdict else "")
+        )
+        if s.median_mismatch:
+            typer.echo(
+                f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "
+                f"the median recomputed from its per-step slowest-rank times ({s.median_step_s}); "
+                "the ledger keeps the recomputed one",
+                err=True,
+            )
+    if errors:
+        raise typer.Exit(2)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``import-log`` to the ``axbgate`` app."""
+    app.command("import-log")(import_log_cmd)

@@ -1,0 +1,125 @@
+"""Ledger pages. They call the read-side use cases (:mod:`orchestrator.usecases.views`), never the
+app's own HTTP API; writes (the decision form) go through the API with a token.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path as FsPath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+
+from orchestrator.app.api.deps import ReadAccessDep, SessionDep
+from orchestrator.app.web.plot import PlotRun, step_time_svg
+from orchestrator.domain.errors import NotFound
+from orchestrator.schemas.views import GateFilters, GateViewPublic
+from orchestrator.usecases import views
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=FsPath(__file__).parent / "templates")
+
+
+def _fmt(value: Any, spec: str, suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{format(value, spec)}{suffix}"
+
+
+templates.env.filters["ms"] = lambda s: _fmt(None if s is None else s * 1000.0, ".3f", " ms")
+templates.env.filters["pct"] = lambda v: _fmt(v, "+.3f", " %")
+templates.env.filters["upct"] = lambda v: _fmt(v, ".3f", " %")
+templates.env.filters["pts"] = lambda v: _fmt(v, "+.2f")
+templates.env.filters["dms"] = lambda v: _fmt(v, "+.3f", " ms")
+templates.env.filters["num"] = lambda v, spec=".3f": _fmt(v, spec)
+templates.env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M") if t else "-"
+
+
+def _plot(view: GateViewPublic) -> Markup:
+    runs = [
+        PlotRun(
+            label=f"{r.role or '?'}{r.order}",
+            role=r.role or "?",
+            step_s=tuple(r.slowest_rank_step_s),
+            num_warmup_steps=r.num_warmup_steps
+            if r.num_warmup_steps is not None
+            else view.gate.num_warmup_steps,
+            median_s=r.median_step_s,
+        )
+        for r in view.runs
+    ]
+    return Markup(step_time_svg(runs, title=f"gate {view.gate.id}: slowest-rank step times"))
+
+
+@router.get("/", response_class=RedirectResponse)
+def root() -> RedirectResponse:
+    """Send browsers to the ledger."""
+    return RedirectResponse("/ledger", status_code=307)
+
+
+@router.get("/ledger", response_class=HTMLResponse)
+def ledger_page(
+    request: Request,
+    session: SessionDep,
+    _read: ReadAccessDep,
+    filters: Annotated[GateFilters, Query()],
+) -> HTMLResponse:
+    """Every gate newest first, with the stopping-point table on top."""
+    page = views.list_gates(session=session, filters=filters)
+    points = views.stopping_points(session=session)
+    qs = filters.query_string_without_paging()
+    return templates.TemplateResponse(
+        request,
+        "ledger.html",
+        {
+            "page": page,
+            "points": points.data,
+            "filters": filters,
+            "qs": qs,
+            "prev_skip": max(filters.skip - filters.limit, 0) if filters.skip > 0 else None,
+            "next_skip": filters.skip + filters.limit
+            if filters.skip + filters.limit < page.count
+            else None,
+        },
+    )
+
+
+@router.get("/ledger/decisions", response_class=HTMLResponse)
+def decisions_page(request: Request, session: SessionDep, _read: ReadAccessDep) -> HTMLResponse:
+    """Gates grouped by family and tag with their effective decisions."""
+    groups = views.decision_index(session=session)
+    return templates.TemplateResponse(request, "decisions.html", {"groups": groups})
+
+
+@router.get("/ledger/gates/{gate_id}", response_class=HTMLResponse)
+def gate_page(
+    request: Request,
+    gate_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    session: SessionDep,
+    _read: ReadAccessDep,
+) -> HTMLResponse:
+    """One gate: plot, numbers, health report, provenance, artifacts, decisions."""
+    try:
+        view = views.get_gate_view(session=session, gate_id=gate_id)
+    except NotFound as exc:
+        return templates.TemplateResponse(
+            request, "not_found.html", {"message": str(exc)}, status_code=404
+        )
+    verdicts = view.gate.verdicts
+    primary = next((v for v in verdicts if v.is_primary), None)
+    return templates.TemplateResponse(
+        request,
+        "gate.html",
+        {
+            "v": view,
+            "g": view.gate,
+            "s": view.summary,
+            "primary": primary,
+            "plot": _plot(view),
+        },
+    )

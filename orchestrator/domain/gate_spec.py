@@ -1,0 +1,295 @@
+"""The gate request: what to compare, how to run it, how to judge it (validated strictly).
+
+Every string that later reaches a process (git refs, environment variables, recipe
+overrides, command templates) is validated here and only ever used as one element of an
+argument list, never joined into a shell string.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "GateCreate",
+    "GateOptions",
+    "HealthSpec",
+    "SideSpec",
+    "SourceSpec",
+    "TopologySpec",
+    "WorkloadSpec",
+    "parse_pattern",
+]
+
+# git-check-ref-format rules that matter here, plus plain SHAs and rev suffixes (~N, ^N).
+_REF_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)(?!.*@\{)[A-Za-z0-9._/+-]+(?:[~^][0-9]*)*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_OVERRIDE_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+=[^\x00\n\r]*$")
+_PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
+COMMAND_PLACEHOLDERS = frozenset(
+    {"warmup_steps", "measured_steps", "source_dir", "role", "run_index", "nproc", "out_dir"}
+)
+# sbatch options axbgate/submitit set themselves (topology fields, log paths, signal).
+_SLURM_OWNED = frozenset(
+    {"nodes", "ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_node", "time", "partition",
+     "account", "qos", "job_name", "output", "error", "signal", "wrap", "chdir", "open_mode"}
+)
+# Variables the launcher owns; a gate may not override them (DESIGN.md section 5).
+RESERVED_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+     "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}
+)
+
+
+def parse_pattern(pattern: str) -> list[str]:
+    """Split a run pattern like ``"A X B"`` or ``"AXBXA"`` into roles.
+
+    Raises:
+        ValueError: A role other than A/X/B, no A, no X, fewer than two controls, or an X
+            not bracketed by controls on both sides.
+    """
+    roles = [c for c in pattern.replace(",", " ").replace(" ", "").upper()]
+    bad = [r for r in roles if r not in "AXB"]
+    if bad:
+        raise ValueError(f"run_pattern may hold only A, X and B, got {''.join(bad)!r}")
+    if "A" not in roles or "X" not in roles or sum(r != "X" for r in roles) < 2:
+        raise ValueError("run_pattern needs an A, an X and at least two controls (e.g. 'A X B')")
+    if roles[0] == "X" or roles[-1] == "X":
+        raise ValueError("every X in run_pattern must have a control before and after it")
+    if len(roles) > 21:
+        raise ValueError("run_pattern may hold at most 21 runs")
+    return roles
+
+
+class SourceSpec(BaseModel):
+    """Where a side's code comes from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str | None = None
+    """Path (or URL) of a git repository; ``None`` means the installed axbgate tree."""
+    ref: str | None = None
+    """Git ref (branch, tag, SHA, ``HEAD~1``); resolved to a full SHA at submission."""
+    sha: str | None = None
+    """Resolved full SHA (filled in by the service; a client may pin it)."""
+
+    @field_validator("ref")
+    @classmethod
+    def _ref(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > 200 or not _REF_RE.match(value)):
+            raise ValueError(
+                f"{value!r} is not a valid git ref: use a branch, tag, SHA or REF~N, "
+                "not starting with '-'"
+            )
+        return value
+
+    @field_validator("sha")
+    @classmethod
+    def _sha(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", value):
+            raise ValueError("sha must be a full 40- or 64-hex-digit commit id")
+        return value
+
+    @model_validator(mode="after")
+    def _ref_needs_repo(self) -> "SourceSpec":
+        if self.ref is not None and self.repo is None:
+            raise ValueError("source.ref needs source.repo (the repository to resolve it in)")
+        return self
+
+
+class SideSpec(BaseModel):
+    """One side of the comparison (control or candidate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: SourceSpec = Field(default_factory=SourceSpec)
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment overrides for every run of this side."""
+    recipe_overrides: list[str] = Field(default_factory=list)
+    """``section.key=value`` overrides of the bundled trainer's recipe."""
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, val in value.items():
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"environment variable name {name!r} is invalid ([A-Za-z_][A-Za-z0-9_]*)")
+            if name in RESERVED_ENV:
+                raise ValueError(f"environment variable {name} is set by the launcher and cannot be overridden")
+            if "\x00" in val or len(val) > 4096:
+                raise ValueError(f"value of {name} must be at most 4096 characters without NUL bytes")
+        return value
+
+    @field_validator("recipe_overrides")
+    @classmethod
+    def _overrides(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not _OVERRIDE_RE.match(item):
+                raise ValueError(f"recipe override {item!r} must look like section.key=value")
+        return value
+
+
+class WorkloadSpec(BaseModel):
+    """What is measured: the bundled trainer's recipe or an external command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str | None = None
+    """Bundled trainer recipe name (``tiny``, ``ltx2-full``, ...) or path to a TOML file."""
+    command: list[str] | None = None
+    """External harness argv template printing the record contract. Placeholders:
+    ``{warmup_steps}``, ``{measured_steps}``, ``{source_dir}``, ``{role}``,
+    ``{run_index}``, ``{nproc}``, ``{out_dir}``. Run once per rank under Slurm (srun)
+    or once on the machine locally."""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "WorkloadSpec":
+        if (self.recipe is None) == (self.command is None):
+            raise ValueError("workload needs exactly one of recipe or command")
+        if self.command is not None:
+            if not self.command or not self.command[0]:
+                raise ValueError("workload.command must be a non-empty argv list")
+            for arg in self.command:
+                if "\x00" in arg:
+                    raise ValueError("workload.command arguments may not contain NUL bytes")
+                for name in _PLACEHOLDER_RE.findall(arg):
+                    if name not in COMMAND_PLACEHOLDERS:
+                        raise ValueError(
+                            f"unknown placeholder {{{name}}} in workload.command; "
+                            f"valid: {', '.join(sorted(COMMAND_PLACEHOLDERS))}"
+                        )
+        return self
+
+
+class TopologySpec(BaseModel):
+    """The allocation a gate asks for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int = Field(0, ge=0, le=16)
+    """0 means CPU ranks (gloo)."""
+    ntasks_per_node: int | None = Field(None, ge=1, le=256)
+    """Ranks per node; defaults to ``gpus_per_node`` (or 2 on CPU)."""
+    cpus_per_task: int = Field(1, ge=1, le=256)
+    partition: str | None = Field(None, pattern=r"^[A-Za-z0-9_.,-]+$")
+    account: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    qos: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    time_limit_min: int = Field(60, ge=2, le=10080)
+    """Allocation time limit, minutes (at least 2: submitit's 90 s warning signal)."""
+    queue_deadline_s: float | None = Field(None, gt=0)
+    """Cancel the gate if the allocation has not started after this many seconds."""
+    extra_slurm: dict[str, str] = Field(default_factory=dict)
+    """Extra sbatch parameters (``constraint``, ``exclusive``, ...), passed to submitit."""
+
+    @field_validator("extra_slurm")
+    @classmethod
+    def _extra(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            if key in _SLURM_OWNED:
+                raise ValueError(f"extra_slurm may not set {key!r}: axbgate sets it from the topology")
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", key):
+                raise ValueError(f"extra_slurm key {key!r} must be a sbatch option name like 'constraint'")
+            if not re.fullmatch(r"[A-Za-z0-9_.,:=+@%/-]*", val):
+                raise ValueError(f"extra_slurm value for {key} holds characters sbatch does not need")
+        return value
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Processes per node for each run."""
+        return self.ntasks_per_node or (self.gpus_per_node or 2)
+
+    @property
+    def world_size(self) -> int:
+        """Total ranks of each run."""
+        return self.ranks_per_node * self.nodes
+
+
+class HealthSpec(BaseModel):
+    """The health gate run before (and optionally between) runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    criteria: str | None = None
+    """Criteria name or TOML path; ``None`` selects by the detected topology."""
+    between_runs: bool = False
+    """Re-run the fast checks (clocks, scalar all-reduce) before every run."""
+    timeout_s: float = Field(300.0, gt=0)
+
+
+class GateOptions(BaseModel):
+    """How a gate is run, apart from the workload and the verdict policy (``Gate.options``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    health: HealthSpec = Field(default_factory=HealthSpec)
+    run_timeout_s: float = Field(1800.0, gt=0)
+    """Deadline of each run, seconds; a run past it is killed and fails the gate."""
+    max_log_bytes: int = Field(2 * 1024**3, ge=1024**2, le=64 * 1024**3)
+    """Output a run may write, bytes (default 2 GiB); a run past it is killed and fails."""
+    max_extend: int = Field(0, ge=0, le=5)
+    """While the verdict is ``inconclusive``, append ``X B`` up to this many times."""
+
+
+class GateCreate(BaseModel):
+    """A gate request (``POST /gates``, ``axbgate gate``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field("", max_length=255)
+    kind: Literal["candidate", "regate", "bisect"] = "candidate"
+    family: str | None = Field(None, max_length=255)
+    tags: list[str] = Field(default_factory=list, max_length=32)
+    control: SideSpec = Field(default_factory=SideSpec)
+    candidate: SideSpec = Field(default_factory=SideSpec)
+    workload: WorkloadSpec = Field(default_factory=lambda: WorkloadSpec(recipe="tiny"))
+    topology: TopologySpec = Field(default_factory=TopologySpec)
+    run_pattern: str = "A X B"
+    warmup_steps: int = Field(10, ge=0, le=100000)
+    measured_steps: int = Field(20, ge=1, le=100000)
+    policy: str = "drift"
+    policy_params: dict[str, Any] = Field(default_factory=dict)
+    executor: Literal["local", "slurm", "debug"] | None = None
+    """``None``: the service's default executor."""
+    health: HealthSpec = Field(default_factory=HealthSpec)
+    run_timeout_s: float = Field(1800.0, gt=0)
+    """Deadline of each run, seconds; a run past it is killed and fails the gate."""
+    max_log_bytes: int = Field(2 * 1024**3, ge=1024**2, le=64 * 1024**3)
+    """Output a run may write, bytes (default 2 GiB); a run past it is killed and fails."""
+    max_extend: int = Field(0, ge=0, le=5)
+    """While the verdict is ``inconclusive``, append ``X B`` up to this many times."""
+
+    @field_validator("run_pattern")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        return " ".join(parse_pattern(value))
+
+    def options(self) -> GateOptions:
+        """The request's run options, as stored in ``Gate.options``."""
+        return GateOptions(health=self.health, run_timeout_s=self.run_timeout_s,
+                           max_log_bytes=self.max_log_bytes, max_extend=self.max_extend)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        for tag in value:
+            if not re.fullmatch(r"[A-Za-z0-9_.:/+-]{1,64}", tag):
+                raise ValueError(f"tag {tag!r} must be 1-64 characters of letters, digits, _.:/+-")
+        return value
+
+    @model_validator(mode="after")
+    def _policy(self) -> "GateCreate":
+        from orchestrator.verdict import get_policy
+
+        try:
+            get_policy(self.policy, **self.policy_params)
+        except ValueError as exc:
+            raise ValueError(f"policy: {exc}") from None
+        if self.workload.command is not None and (
+            self.control.recipe_overrides or self.candidate.recipe_overrides
+        ):
+            raise ValueError("recipe_overrides apply to the bundled trainer, not to workload.command")
+        return self

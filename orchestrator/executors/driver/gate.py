@@ -1,0 +1,378 @@
+"""The gate driver: runs once per allocation, on the allocation.
+
+preamble -> health gate -> every run of the pattern (A, X, B, ...) as a job step
+(``srun`` under Slurm, ``torchrun`` locally) -> optional extension of the pattern while
+the verdict is ``inconclusive``. It reads ``plan.json`` and writes everything else into
+the gate folder (:class:`~orchestrator.executors.plan.GatePaths`): each run's output is
+parsed ONCE, here, while it streams (step records go to ``NN-R.steps.jsonl`` as they are
+printed) and the run's measured outcome is written to ``NN-R.json``; the service only
+stores what it finds there. It imports ``health`` and the pure parts of the orchestrator
+(records, measure, verdict) and starts the trainer as a subprocess; it never touches the
+database or the API.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from orchestrator.executors.driver.process import Cancelled, run_step
+from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
+
+__all__ = ["MULTICAST_OFF", "run_gate"]
+
+logger = logging.getLogger(__name__)
+
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+"""NVLink multicast off for every step unless the gate's env sets it (KINDS.md, H200)."""
+
+
+class _GateFailed(Exception):
+    pass
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def _substitute(arg: str, values: dict[str, str]) -> str:
+    return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
+
+
+class _StepStream:
+    """Feeds a run's output lines to the record parser and appends every step record to
+    the run's step stream as one JSON line (the poller's live view of the run)."""
+
+    def __init__(self, path: Path) -> None:
+        from orchestrator.domain.records import RecordParser
+
+        self.parser = RecordParser()
+        self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.failure: str | None = None
+
+    def __call__(self, line: str) -> None:
+        if self.failure is not None:
+            return
+        from orchestrator.domain.records import step_row
+
+        try:
+            step = self.parser.feed(line)
+        except Exception as exc:  # a record the parser cannot survive fails the run only
+            self.failure = f"record output unreadable at line {self.parser._line_no}: {exc!r}"
+            return
+        if step is not None:
+            self.out.write(json.dumps(step_row(step), allow_nan=True) + "\n")
+            self.out.flush()
+
+    def close(self) -> None:
+        self.out.close()
+
+
+class _Driver:
+    def __init__(self, plan: GatePlan) -> None:
+        self.plan = plan
+        self.paths: GatePaths = plan.paths
+        self.paths.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.under_slurm = plan.executor == "slurm" and "SLURM_JOB_ID" in os.environ
+        self.job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
+        self.hostnames = self._hostnames()
+        self.roles = list(plan.roles)
+        self.cancel_reason: str | None = None
+        self.time_limit_hit = False
+        self.port_index = 0
+        self.status: dict[str, Any] = {
+            "state": "running",
+            "started_at": _now(),
+            "scheduler_job_id": self.job_id,
+            "executor": plan.executor,
+            "hostnames": self.hostnames,
+            "driver_host": socket.gethostname(),
+            "driver_pid": os.getpid(),
+            "roles": self.roles,
+            "timeline": [],
+        }
+
+    # ---- plumbing -------------------------------------------------------------------
+    def _hostnames(self) -> list[str]:
+        nodelist = os.environ.get("SLURM_JOB_NODELIST")
+        if self.under_slurm and nodelist:
+            out = subprocess.run(["scontrol", "show", "hostnames", nodelist],
+                                 capture_output=True, text=True, timeout=30, check=False)
+            names = out.stdout.split()
+            if names:
+                return names
+        return [socket.gethostname()]
+
+    def _save_status(self, **update: Any) -> None:
+        self.status.update(update)
+        write_json_atomic(self.paths.status, self.status)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGUSR2:
+            # submitit asks Slurm for SIGUSR2 90 s before the time limit.
+            self.time_limit_hit = True
+            self.cancel_reason = "allocation reached its time limit (SIGUSR2 warning from Slurm)"
+        else:
+            self.cancel_reason = f"allocation received {signal.Signals(signum).name}"
+
+    def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
+              deadline_s: float, on_line=None):
+        return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
+                        max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
+                        cancel_reason=lambda: self.cancel_reason, on_line=on_line)
+
+    def _preamble(self) -> dict[str, str]:
+        """Launch environment of the next step: fresh MASTER_PORT every call."""
+        from health.network import gather_address_facts
+        from health.preamble import build_preamble, derive_master_port
+
+        self.port_index += 1
+        facts = gather_address_facts(self.hostnames, node_rank=0)
+        pre = build_preamble(facts, master_port=derive_master_port(self.job_id, self.port_index),
+                             base_env=os.environ)
+        self.status.setdefault("preamble", []).append(
+            {"index": self.port_index, "interface": pre.interface, "master_addr": pre.master_addr,
+             "master_port": pre.master_port, "reason": pre.reason}
+        )
+        return dict(pre.env)
+
+    def _base_env(self, side_env: dict[str, str], source_dir: Path | None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self._preamble())
+        env.update(MULTICAST_OFF)
+        # One compile cache per allocation, so X and B do not pay A's compile again.
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(self.paths.compile_cache / "inductor")
+        env["TRITON_CACHE_DIR"] = str(self.paths.compile_cache / "triton")
+        env["PYTHONUNBUFFERED"] = "1"
+        root = str(source_dir) if source_dir is not None else self.plan.project_root
+        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.update(side_env)
+        env.update({k: v for k, v in MULTICAST_OFF.items() if k not in side_env})
+        return env
+
+    # ---- phases -------------------------------------------------------------------
+    def _source_dirs(self) -> dict[str, Path | None]:
+        from orchestrator.vcs.sources import ensure_worktree
+
+        dirs: dict[str, Path | None] = {}
+        for side, spec in self.plan.sides.items():
+            src = spec.get("source") or {}
+            if src.get("repo") and src.get("sha"):
+                dirs[side] = ensure_worktree(src["repo"], src["sha"],
+                                             self.paths.sources_dir / src["sha"][:12])
+            else:
+                dirs[side] = None
+        return dirs
+
+    def _srun(self) -> list[str]:
+        return ["srun", f"--ntasks={self.plan.nodes * self.plan.ranks_per_node}",
+                f"--ntasks-per-node={self.plan.ranks_per_node}", "--kill-on-bad-exit=1",
+                "--export=ALL"]
+
+    def _health(self, tag: str) -> str:
+        """Run the health gate; write what it found to ``<tag>.json``; raise if failed."""
+        from orchestrator.domain.records import health_check_rows, parse
+
+        spec = self.plan.health
+        log_path = self.paths.health_log(tag)
+        argv = [self.plan.python, "-m", "health", "--json", "--nproc", str(self.plan.ranks_per_node),
+                "--job-id", f"{self.job_id}-{tag}"]
+        if spec.get("criteria"):
+            argv += ["--criteria", spec["criteria"]]
+        if self.under_slurm and self.plan.nodes > 1:
+            # One health process per node; each spawns its local ranks.
+            argv = ["srun", f"--ntasks={self.plan.nodes}", "--ntasks-per-node=1",
+                    "--kill-on-bad-exit=1", "--export=ALL", *argv, "--nodes", ",".join(self.hostnames)]
+        step = self._step(argv, self._base_env({}, None), self.paths.root, log_path,
+                          float(spec.get("timeout_s", 300)))
+        verdict, reason, facts, checks = "failed", step.error, {}, []
+        try:
+            parsed = parse(log_path.read_text(errors="replace"))
+            facts = dict(parsed.allocation or {})
+            checks = health_check_rows(parsed)
+            verdict = facts.get("health_verdict", "failed")
+            bad = [f"{h.check}={h.status}" for h in parsed.health if h.status in ("FAIL", "HANG")]
+            if verdict == "failed" and not reason:
+                reason = "health gate failed: " + (", ".join(bad) or "no allocation verdict")
+            elif verdict == "failed":
+                reason = f"health gate {step.error}" + (f": {', '.join(bad)}" if bad else "")
+        except Exception as exc:  # malformed health output is a failed health gate
+            reason = f"health output unreadable: {exc}"
+        sha, size = hash_file(log_path)
+        write_json_atomic(self.paths.health_result(tag), {
+            "exit_code": step.exit_code, "verdict": verdict, "reason": reason, "wall_s": step.wall_s,
+            "allocation": facts, "checks": checks, "log_sha256": sha, "log_size_bytes": size,
+        })
+        self.status["timeline"].append({"phase": tag, "wall_s": step.wall_s})
+        if verdict == "failed":
+            raise _GateFailed(reason or "health gate failed")
+        return verdict
+
+    def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:
+        plan = self.plan
+        if plan.workload.get("recipe"):
+            overrides = [
+                *plan.sides[side].get("recipe_overrides", []),
+                f"measure.warmup_steps={plan.num_warmup_steps}",
+                f"measure.measured_steps={plan.num_measured_steps}",
+            ]
+            trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
+            if self.under_slurm:
+                return self._srun() + [plan.python, *trainer]
+            return [plan.python, "-m", "torch.distributed.run", "--nnodes=1",
+                    f"--nproc_per_node={plan.ranks_per_node}", "--master_addr", "{MASTER_ADDR}",
+                    "--master_port", "{MASTER_PORT}", *trainer]
+        values = {
+            "warmup_steps": str(plan.num_warmup_steps),
+            "measured_steps": str(plan.num_measured_steps),
+            "source_dir": str(source_dir or plan.project_root),
+            "role": role,
+            "run_index": str(order),
+            "nproc": str(plan.nodes * plan.ranks_per_node),
+            "out_dir": str(self.paths.runs_dir),
+        }
+        return [_substitute(arg, values) for arg in plan.workload["command"]]
+
+    def _measure(self, stream: _StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
+        """The run's measured outcome from its parsed output (the one parse of the log)."""
+        from orchestrator.domain.errors import RecordError
+        from orchestrator.domain.measure import measure_run
+
+        if stream.failure is not None:
+            return {}, step_error or stream.failure
+        try:
+            parsed = stream.parser.finish()
+        except RecordError as exc:
+            return {}, step_error or f"malformed record output: {exc}"
+        outcome = measure_run(parsed, expected_warmup_steps=self.plan.num_warmup_steps,
+                              expected_measured_steps=self.plan.num_measured_steps)
+        error = step_error or outcome.error
+        return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
+                "log_median_step_s": outcome.log_median_step_s,
+                "median_mismatch": outcome.median_mismatch}, error
+
+    def _run(self, order: int, role: str, sources: dict[str, Path | None]) -> dict[str, Any]:
+        """Run one pattern entry; returns its outcome, or raises _GateFailed."""
+        plan = self.plan
+        side = "control" if role in ("A", "B") else "candidate"
+        source_dir = sources.get(side)
+        log_path = self.paths.run_log(order, role)
+        log_path.unlink(missing_ok=True)
+        if plan.health.get("between_runs") and order > 0 and plan.health.get("enabled", True):
+            self._health(f"health-{order:02d}")
+        env = self._base_env(plan.sides[side].get("env", {}), source_dir)
+        argv = [a.replace("{MASTER_ADDR}", env["MASTER_ADDR"]).replace("{MASTER_PORT}", env["MASTER_PORT"])
+                for a in self._run_argv(order, role, side, source_dir)]
+        started = _now()
+        write_json_atomic(self.paths.run_started(order, role),
+                          {"order": order, "role": role, "started_at": started, "command": argv})
+        stream = _StepStream(self.paths.run_steps(order, role))
+        try:
+            step = self._step(argv, env, source_dir or self.paths.root, log_path, plan.run_timeout_s,
+                              on_line=stream)
+        finally:
+            stream.close()
+        outcome, error = self._measure(stream, step.error)
+        measured_s = None
+        if outcome.get("status") == "succeeded":
+            times = outcome["fields"]["slowest_rank_step_s"]
+            measured_s = sum(times[plan.num_warmup_steps:plan.num_warmup_steps + plan.num_measured_steps])
+        sha, size = hash_file(log_path)
+        write_json_atomic(self.paths.run_result(order, role), {
+            "order": order, "role": role, "side": side, "exit_code": step.exit_code,
+            "status": "failed" if error else "succeeded", "error": error,
+            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s, "measured_s": measured_s,
+            "command": argv, "env_overrides": plan.sides[side].get("env", {}),
+            "source_dir": str(source_dir) if source_dir else None,
+            "source_sha": (plan.sides[side].get("source") or {}).get("sha"),
+            "log_sha256": sha, "log_size_bytes": size, "outcome": outcome,
+        })
+        self.status["timeline"].append(
+            {"phase": "run", "order": order, "role": role, "wall_s": step.wall_s, "measured_s": measured_s}
+        )
+        self._save_status()
+        if error:
+            raise _GateFailed(f"run {order} ({role}) failed: {error}")
+        return outcome["fields"]
+
+    def _inconclusive(self, runs: list[tuple[str, dict[str, Any]]]) -> bool:
+        """The primary verdict of the runs so far, with the same builder and control
+        history as the verdict the service will store."""
+        from orchestrator.verdict import RunSummary, history_from_pairs, judge_policies
+
+        summaries = [RunSummary(role=role, order=i, median_step_s=f["median_step_s"],
+                                local_batch_size=f.get("local_batch_size"),
+                                grad_accum_steps=f.get("grad_accum_steps"),
+                                world_size=f.get("world_size"))
+                     for i, (role, f) in enumerate(runs)]
+        primary = judge_policies(summaries, kind=self.plan.kind, policy=self.plan.policy,
+                                 params=self.plan.policy_params,
+                                 history=history_from_pairs(self.plan.control_history),
+                                 others=False)[0]
+        return primary.verdict == "inconclusive"
+
+    def run(self) -> dict[str, Any]:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
+            signal.signal(sig, self._on_signal)
+        self._save_status()
+        try:
+            sources = self._source_dirs()
+            self._save_status(sources={k: str(v) if v else None for k, v in sources.items()})
+            if self.plan.health.get("enabled", True):
+                self._save_status(health_verdict=self._health("health"))
+            done: list[tuple[str, dict[str, Any]]] = []
+            extends = 0
+            while len(done) < len(self.roles):
+                order = len(done)
+                done.append((self.roles[order], self._run(order, self.roles[order], sources)))
+                if (len(done) == len(self.roles) and extends < self.plan.max_extend
+                        and self.plan.kind == "candidate" and self._inconclusive(done)):
+                    extends += 1
+                    self.roles.extend(["X", "B"])
+                    self._save_status(roles=self.roles, extends=extends)
+            self._save_status(state="finished", ended_at=_now())
+        except Cancelled as exc:
+            state = "failed" if self.time_limit_hit else "cancelled"
+            self._save_status(state=state, reason=str(exc), ended_at=_now())
+        except _GateFailed as exc:
+            self._save_status(state="failed", reason=str(exc), ended_at=_now())
+        except Exception as exc:  # the driver itself broke: record it, never hang
+            self.paths.driver_error.write_text(traceback.format_exc())
+            self._save_status(state="failed", reason=f"driver error: {exc!r}", ended_at=_now())
+        return self.status
+
+
+def run_gate(plan_path: str) -> dict[str, Any]:
+    """Run a whole gate on this allocation (the submitit job function).
+
+    Args:
+        plan_path: Path of ``plan.json`` in the gate folder.
+
+    Returns:
+        The final ``status.json`` content (``state`` is ``finished``, ``failed`` or
+        ``cancelled``, with ``reason``).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    plan = GatePlan.load(Path(plan_path))
+    status = read_json(plan.paths.status)
+    if status and status.get("state") in ("finished", "failed", "cancelled"):
+        return status  # a re-queued job must not run the gate twice
+    return _Driver(plan).run()
+
+
+if __name__ == "__main__":
+    run_gate(sys.argv[1])
