@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install axbgate with its test extras. Idempotent: a second run only
+# Create .venv and install axbgate with the trainer's stack and the test extras. Idempotent: a second run only
 # re-installs the project itself (about 5 s). torch is pinned to 2.13.0, the CPU build
 # that lies on the CI machine's disk; do not let pip resolve a multi-GB CUDA build here.
 set -euo pipefail
@@ -12,5 +12,5 @@ fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install -q torch==2.13.0 numpy
 fi
-.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q -e '.[dev,trainer]'
 echo "axbgate installed in $(pwd)/.venv ($(.venv/bin/axbgate --help >/dev/null && echo ok))"

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from orchestrator import store
 from orchestrator import verdict as verdict_engine
 from orchestrator.domain.gate_spec import GateCreate, parse_pattern
-from orchestrator.usecases.gates import submit_gate
 from orchestrator.domain.lifecycle import transition
+from orchestrator.usecases.gates import submit_gate
 
 WORKED_ACCEPT = (0.4284051351, 0.4148231971, 0.4264598510)
 """DESIGN.md section 3, first worked example (accept)."""

@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from orchestrator.usecases import regate
-from orchestrator.schemas.repos import RepoCreate
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
+from orchestrator.schemas.repos import RepoCreate
+from orchestrator.usecases import regate
 
 HARNESS_COMMAND = [sys.executable, "{source_dir}/harness.py", "{warmup_steps}", "{measured_steps}"]
 

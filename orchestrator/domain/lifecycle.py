@@ -7,10 +7,10 @@ poll can never move a cancelled gate back to running.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from typing import Protocol
 
-from orchestrator.db.base import utcnow
 from orchestrator.domain.errors import InvalidTransition
 
 __all__ = [
@@ -101,7 +101,7 @@ def transition(obj: _Stateful, to_state: str, *, reason: str | None = None) -> b
         return False
     if to_state not in table[obj.status]:
         raise InvalidTransition("gate" if is_gate else "run", obj.id, obj.status, to_state)
-    now = utcnow()
+    now = dt.datetime.now(dt.timezone.utc)
     obj.status = to_state
     if is_gate:
         if to_state == "submitted":

@@ -27,10 +27,10 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from orchestrator import store
 from orchestrator.runtime.loop import LoopService
 from orchestrator.schemas.repos import CheckResultPublic
 from orchestrator.settings import Settings
+from orchestrator.usecases import queue
 from orchestrator.usecases.notify import deliver_due
 from orchestrator.usecases.regate import check_repository, on_gate_finished
 
@@ -72,7 +72,7 @@ def process_finished_gates(engine: Engine, settings: Settings) -> int:
         Number of gates processed in this pass.
     """
     with Session(engine) as session:
-        ids = store.repos.finished_unprocessed_gates(session=session)
+        ids = queue.finished_regates_to_process(session=session)
     count = 0
     for gate_id in ids:
         try:
@@ -114,7 +114,7 @@ def regate_pass(engine: Engine, settings: Settings, repo_ids: list[int] | None =
     process_finished_gates(engine, settings)
     if repo_ids is None:
         with Session(engine) as session:
-            repo_ids = [r.id for r in store.repos.list_repos(session=session, enabled_only=True)]
+            repo_ids = list(queue.enabled_repository_schedules(session=session))
     results = [r for r in (check_one(engine, settings, rid) for rid in repo_ids) if r is not None]
     deliver_due(engine=engine, settings=settings)
     return results
@@ -144,12 +144,10 @@ class NightlyScheduler(LoopService):
 
     # -- lease -------------------------------------------------------------------------
     def _renew_lease(self) -> bool:
-        now = dt.datetime.now(dt.UTC)
         try:
             with Session(self.engine) as session:
-                held = store.webhooks.try_acquire_lease(
-                    session=session, name=LEASE_NAME, holder=self.holder, now=now,
-                    duration_s=self.settings.nightly.lease_seconds)
+                held = queue.take_lease(session=session, name=LEASE_NAME, holder=self.holder,
+                                        duration_s=self.settings.nightly.lease_seconds)
                 session.commit()
         except Exception:
             logger.exception("scheduler=%s: lease renewal failed", self.holder)
@@ -195,7 +193,7 @@ class NightlyScheduler(LoopService):
         if scheduler is None:
             return
         with Session(self.engine) as session:
-            repos = {r.id: r.schedule for r in store.repos.list_repos(session=session, enabled_only=True)}
+            repos = queue.enabled_repository_schedules(session=session)
         wanted = {f"repo-{rid}": (rid, schedule) for rid, schedule in repos.items()}
         for job in scheduler.get_jobs():
             if job.id not in wanted:
@@ -247,7 +245,7 @@ class NightlyScheduler(LoopService):
         if self.is_leader:
             try:
                 with Session(self.engine) as session:
-                    store.webhooks.release_lease(session=session, name=LEASE_NAME, holder=self.holder)
+                    queue.release_lease(session=session, name=LEASE_NAME, holder=self.holder)
                     session.commit()
             except Exception:
                 logger.exception("scheduler=%s: releasing the lease failed", self.holder)

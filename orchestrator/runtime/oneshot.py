@@ -5,19 +5,18 @@ the submitted gates to the end, deliver notifications, give the lease back.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import time
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from orchestrator import store
 from orchestrator.domain.errors import Conflict
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.runtime.nightly import LEASE_NAME, process_finished_gates, regate_pass
 from orchestrator.schemas.repos import CheckResultPublic
 from orchestrator.settings import Settings
+from orchestrator.usecases import queue
 from orchestrator.usecases.notify import deliver_due
 
 __all__ = ["run_regate_once"]
@@ -29,8 +28,7 @@ blocks a server's scheduler for at most this long."""
 
 def _take_lease(engine: Engine, holder: str) -> bool:
     with Session(engine) as session:
-        held = store.webhooks.try_acquire_lease(session=session, name=LEASE_NAME, holder=holder,
-                                                now=dt.datetime.now(dt.UTC), duration_s=_LEASE_S)
+        held = queue.take_lease(session=session, name=LEASE_NAME, holder=holder, duration_s=_LEASE_S)
         session.commit()
     return held
 
@@ -67,8 +65,7 @@ def run_regate_once(engine: Engine, settings: Settings, repo_ids: list[int] | No
         ids = repo_ids or [r.repository_id for r in results]
         while True:
             with Session(engine) as session:
-                busy = [g.id for rid in ids
-                        for g in store.repos.gates_in_flight(session=session, repo_id=rid)]
+                busy = queue.repository_gates_in_flight(session=session, repo_ids=ids)
             if not busy:
                 break
             if time.monotonic() > deadline:
@@ -83,5 +80,5 @@ def run_regate_once(engine: Engine, settings: Settings, repo_ids: list[int] | No
         return results
     finally:
         with Session(engine) as session:
-            store.webhooks.release_lease(session=session, name=LEASE_NAME, holder=holder)
+            queue.release_lease(session=session, name=LEASE_NAME, holder=holder)
             session.commit()

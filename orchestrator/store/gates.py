@@ -18,6 +18,7 @@ __all__ = [
     "earlier_succeeded_gates",
     "gate_in_flight_on",
     "get_gate",
+    "gates_with_status",
     "get_gate_by_idempotency_key",
     "list_gates_in_flight",
     "lock_gate",
@@ -120,3 +121,12 @@ def earlier_succeeded_gates(*, session: Session, gate: Gate, limit: int) -> list
                            Gate.recipe_name == gate.recipe_name)
         .order_by(Gate.id.desc()).limit(limit)
     ))
+
+
+def gates_with_status(*, session: Session, statuses: tuple[str, ...],
+                      gate_ids: list[int] | None = None) -> list[Gate]:
+    """Gates in one of ``statuses`` (only those in ``gate_ids`` when given), oldest first."""
+    query = select(Gate).where(Gate.status.in_(statuses)).order_by(Gate.id)
+    if gate_ids is not None:
+        query = query.where(Gate.id.in_(gate_ids))
+    return list(session.scalars(query))

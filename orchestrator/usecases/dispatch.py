@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -75,14 +76,22 @@ def claim_gate(*, session: Session, gate_id: int, one_local_at_a_time: bool = Tr
     return True
 
 
-def dispatch_gate(*, session: Session, gate: Gate, executor: BaseGateExecutor,
-                  data_dir: Path) -> Gate:
+def dispatch_gate(*, session: Session, gate_id: int,
+                  executors: Callable[[str], BaseGateExecutor], data_dir: Path) -> Gate:
     """Submit a gate claimed by :func:`claim_gate`: take its control history, write its
     plan, submit ONE job, persist the job reference (the caller commits right after).
 
     A gate whose folder already holds a plan but no recorded job (a crash between submit
     and commit) is failed rather than submitted twice.
+
+    Args:
+        session: Open session (the caller commits).
+        gate_id: A gate this process claimed.
+        executors: Returns the executor of a kind (``local``, ``slurm``, ``debug``).
+        data_dir: Service data directory.
     """
+    gate = store.gates.get_gate(session=session, gate_id=gate_id)
+    executor = executors(gate.executor)
     paths = GatePaths.of(data_dir, gate.id)
     if paths.plan.exists() and gate.job_ref is None:
         transition(gate, "failed", reason=f"a plan was already written to {paths.root} but no job "

@@ -19,7 +19,7 @@ from orchestrator.domain.gate_spec import GateCreate, parse_pattern
 from orchestrator.domain.lifecycle import TERMINAL_GATE_STATUSES, transition
 from orchestrator.schemas import GatePublic
 from orchestrator.schemas.gates import GateProgressPublic, RunProgressPublic
-from orchestrator.vcs.sources import project_source_state, resolve_ref
+from orchestrator.vcs.sources import SourceError, project_source_state, resolve_ref
 
 __all__ = [
     "cancel_gate",
@@ -67,15 +67,24 @@ def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:
         raise ValidationFailed(field, str(exc)) from None
 
 
+def _resolve(repo: str, ref: str, side: str, field: str) -> str:
+    """Resolve a ref of one side, naming the request field when it cannot be."""
+    try:
+        return resolve_ref(repo, ref)
+    except SourceError as exc:
+        raise ValidationFailed(f"{side}.source.{exc.part if exc.part == 'repo' else field}",
+                               str(exc)) from None
+
+
 def _resolve_side(gate_in: GateCreate, side: str) -> dict[str, Any]:
     spec = getattr(gate_in, side)
     data = spec.model_dump(mode="json")
     src = spec.source
     if src.repo is not None and src.sha is None:
-        data["source"]["sha"] = resolve_ref(src.repo, src.ref or "HEAD", field=f"{side}.source.ref")
+        data["source"]["sha"] = _resolve(src.repo, src.ref or "HEAD", side, "ref")
     elif src.repo is not None and src.sha is not None:
         # A pinned SHA must exist too: fail now, not on the allocation.
-        if resolve_ref(src.repo, src.sha, field=f"{side}.source.sha") != src.sha:
+        if _resolve(src.repo, src.sha, side, "sha") != src.sha:
             raise ValidationFailed(f"{side}.source.sha", f"{src.sha} does not name a commit")
     if src.repo is None:
         sha, dirty = project_source_state()

@@ -6,9 +6,15 @@ import logging
 import subprocess
 from pathlib import Path
 
-from orchestrator.domain.errors import ValidationFailed
+__all__ = ["SourceError", "ensure_worktree", "project_source_state", "resolve_ref"]
 
-__all__ = ["ensure_worktree", "project_source_state", "resolve_ref"]
+
+class SourceError(ValueError):
+    """A repository or ref that cannot be resolved; ``part`` is ``"repo"`` or ``"ref"``."""
+
+    def __init__(self, part: str, message: str) -> None:
+        super().__init__(message)
+        self.part = part
 
 logger = logging.getLogger(__name__)
 
@@ -25,35 +31,34 @@ def _git(args: list[str], *, cwd: Path | None = None) -> str:
     return proc.stdout.strip()
 
 
-def resolve_ref(repo: str, ref: str, *, field: str) -> str:
+def resolve_ref(repo: str, ref: str) -> str:
     """Resolve ``ref`` in ``repo`` to a full commit SHA.
 
     Args:
         repo: Path of a local git repository (a URL is fetched with ``git ls-remote``).
         ref: Branch, tag, SHA or ``REF~N`` (already validated by ``SourceSpec``).
-        field: Field path for the error message, e.g. ``"candidate.source.ref"``.
 
     Returns:
         The 40-hex-digit SHA.
 
     Raises:
-        ValidationFailed: The repository or the ref does not exist.
+        SourceError: The repository or the ref does not exist (``part`` says which).
     """
     if "://" in repo or repo.startswith("git@"):
         try:
             out = _git(["ls-remote", "--", repo, ref])
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            raise ValidationFailed(field, f"cannot read remote {repo}: {exc}") from None
+            raise SourceError("ref", f"cannot read remote {repo}: {exc}") from None
         if not out:
-            raise ValidationFailed(field, f"{ref!r} not found in {repo}")
+            raise SourceError("ref", f"{ref!r} not found in {repo}")
         return out.split()[0]
     path = Path(repo).expanduser()
     if not (path / ".git").exists() and not (path / "HEAD").exists():
-        raise ValidationFailed(field.rsplit(".", 1)[0] + ".repo", f"{repo} is not a git repository")
+        raise SourceError("repo", f"{repo} is not a git repository")
     try:
         return _git(["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"], cwd=path)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        raise ValidationFailed(field, f"{ref!r} is not a commit in {repo} ({exc})") from None
+        raise SourceError("ref", f"{ref!r} is not a commit in {repo} ({exc})") from None
 
 
 def project_source_state() -> tuple[str | None, bool]:

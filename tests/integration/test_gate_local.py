@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from orchestrator.usecases import gates as use_cases
 from orchestrator.db.models import Allocation, Artifact, Gate, HealthCheck, Run, RunStep, Verdict
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
+from orchestrator.usecases import gates as use_cases
 from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
 
 

@@ -6,7 +6,6 @@ jobs serialize, so these run one at a time.
 
 from __future__ import annotations
 
-
 import os
 import shutil
 import subprocess
@@ -17,10 +16,10 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
-from orchestrator.usecases import gates as use_cases
 from orchestrator.db.models import Allocation, Gate, Run, RunStep, Verdict
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
+from orchestrator.usecases import gates as use_cases
 from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

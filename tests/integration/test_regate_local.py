@@ -20,9 +20,9 @@ from orchestrator.app.api import create_app
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import Bisection, Gate, RepoEvent, TrackedRepository, WebhookAttempt
 from orchestrator.db.session import build_engine
-from orchestrator.usecases.drift import drift_of_repository
 from orchestrator.runtime.nightly import NightlyScheduler, regate_pass
 from orchestrator.settings import Settings
+from orchestrator.usecases.drift import drift_of_repository
 from tests.factories import make_harness_repo
 from tests.regate_support import WebhookReceiver, add_tracked_repo, commit_step_ms, drive_until
 

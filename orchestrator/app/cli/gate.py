@@ -8,7 +8,6 @@ request goes to the server's API and this process watches it over HTTP.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,19 +20,14 @@ from orchestrator.app.cli.common import (
     format_pydantic_error,
     open_engine,
     pairs,
-    print_verdict,
     remote_call,
     settings,
 )
+from orchestrator.app.cli.follow import follow_gate, follow_gate_remote, print_gate
 from orchestrator.domain.errors import AxbgateError
 from orchestrator.domain.gate_spec import GateCreate
 
-__all__ = [
-    "build_gate_request",
-    "follow_gate",
-    "follow_gate_remote",
-    "register",
-]
+__all__ = ["build_gate_request", "register"]
 
 
 def build_gate_request(*, spec_file: Path | None, overrides: dict[str, Any]) -> GateCreate:
@@ -70,91 +64,8 @@ def build_gate_request(*, spec_file: Path | None, overrides: dict[str, Any]) -> 
         raise ValueError(format_pydantic_error(exc)) from None
 
 
-def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1.0) -> None:
-    """Dispatch and poll one gate in this process until it ends, with a progress bar per run.
-
-    Ctrl-C cancels the gate (its job gets SIGTERM) and waits for the driver to stop.
-    """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from orchestrator.db.session import session_scope
-    from orchestrator.runtime.gates import dispatch_pass, poll_pass
-    from orchestrator.usecases import gates as use_cases
-
-    dispatch_pass(engine, current, gate_ids=[gate_id])
-    tasks: dict[int, Any] = {}
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                        TimeElapsedColumn(), disable=quiet, transient=False)
-    cancelled = False
-    with progress:
-        while True:
-            try:
-                poll_pass(engine, current, gate_ids=[gate_id])
-                with session_scope(engine) as session:
-                    state = use_cases.get_gate_progress(session=session, gate_id=gate_id)
-                if state.status == "queued":  # another local gate holds this machine
-                    dispatch_pass(engine, current, gate_ids=[gate_id])
-                for run in state.runs:
-                    if run.order not in tasks:
-                        tasks[run.order] = progress.add_task(
-                            f"run {run.order} {run.role}", total=state.num_steps_per_run, info="pending")
-                    info = run.status if run.median_step_s is None else (
-                        f"{run.status} median {run.median_step_s * 1e3:.3f} ms")
-                    progress.update(tasks[run.order], completed=run.num_steps, info=info)
-                if state.status in ("succeeded", "failed", "cancelled"):
-                    break
-                time.sleep(poll_s)
-            except KeyboardInterrupt:
-                if cancelled:
-                    raise
-                cancelled = True
-                with session_scope(engine) as session:
-                    use_cases.cancel_gate(session=session, gate_id=gate_id,
-                                          reason="cancelled from the CLI (Ctrl-C)")
-                poll_pass(engine, current, gate_ids=[gate_id])
 
 
-def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
-    """Watch a gate on a server (its services run it) until it ends.
-
-    Args:
-        call: ``call(method, path, **kw) -> JSON`` (the CLI's HTTP helper; exits on errors).
-        gate_id: Gate id.
-        quiet: No progress bars.
-        poll_s: Seconds between two GETs.
-
-    Returns:
-        The final ``GET /gates/{id}`` JSON.
-
-    Ctrl-C asks the server to cancel the gate, then keeps watching until it ends.
-    """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                        TimeElapsedColumn(), disable=quiet)
-    tasks: dict[int, Any] = {}
-    cancelled = False
-    with progress:
-        while True:
-            try:
-                view = call("GET", f"/gates/{gate_id}")
-                gate = view["gate"]
-                total = gate["num_warmup_steps"] + gate["num_measured_steps"]
-                for run in view["runs"]:
-                    if run["order"] not in tasks:
-                        tasks[run["order"]] = progress.add_task(
-                            f"run {run['order']} {run['role']}", total=total, info="pending")
-                    median = run.get("median_step_s")
-                    info = run["status"] if median is None else f"{run['status']} median {median * 1e3:.3f} ms"
-                    progress.update(tasks[run["order"]], completed=len(run.get("steps") or []), info=info)
-                if gate["status"] in ("succeeded", "failed", "cancelled"):
-                    return view
-                time.sleep(poll_s)
-            except KeyboardInterrupt:
-                if cancelled:
-                    raise
-                cancelled = True
-                call("POST", f"/gates/{gate_id}/cancel", json={"reason": "cancelled from the CLI (Ctrl-C)"})
 
 
 def gate_cmd(
@@ -195,29 +106,23 @@ def gate_cmd(
     from orchestrator.usecases import gates as use_cases
 
     try:
-        cmd_list = json.loads(command) if command else None
-        if cmd_list is not None and not (
-            isinstance(cmd_list, list) and all(isinstance(a, str) for a in cmd_list)
-        ):
-            fail('--command must be a JSON list of strings, e.g. \'["python", "bench.py"]\'')
+        cmd_list = json.loads(command) if command is not None else None
     except json.JSONDecodeError as exc:
         fail(f"--command must be a JSON list of strings ({exc.msg})")
-    try:
-        control_env_map = pairs("--control-env", control_env)
-        candidate_env_map = pairs("--candidate-env", candidate_env)
-    except ValueError as exc:
-        fail(str(exc))
-    if cmd_list is not None and not cmd_list:
-        fail("--command must name a program: a non-empty JSON list")
-    if cmd_list and recipe:
-        fail("give either --recipe (bundled trainer) or --command (external harness), not both")
+    if cmd_list is not None and not (isinstance(cmd_list, list) and all(isinstance(a, str) for a in cmd_list)):
+        fail('--command must be a JSON list of strings, e.g. \'["python", "bench.py"]\'')
+    control_env_map = pairs("--control-env", control_env)
+    candidate_env_map = pairs("--candidate-env", candidate_env)
+    # Option pairs that only mean something together; everything about the request
+    # itself (one workload kind, a non-empty command, ...) is GateCreate's to check.
     if repo and not (control_ref or candidate_ref):
         fail("--repo needs --control-ref and/or --candidate-ref (the refs to compare)")
     if (control_ref or candidate_ref) and not repo:
         fail("--control-ref/--candidate-ref need --repo (the repository to resolve them in)")
+    workload = {k: v for k, v in (("recipe", recipe), ("command", cmd_list)) if v is not None}
     overrides: dict[str, Any] = {
         "title": title,
-        "workload": ({"command": cmd_list} if cmd_list else {"recipe": recipe}) if (cmd_list or recipe) else None,
+        "workload": workload or None,
         "control.source.repo": repo if (repo and control_ref) else None,
         "control.source.ref": control_ref,
         "candidate.source.repo": repo if (repo and candidate_ref) else None,
@@ -285,7 +190,7 @@ def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
     if as_json:
         echo_json(view["gate"])
     else:
-        _print_gate(gate, {})
+        print_gate(gate, {})
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
@@ -313,7 +218,7 @@ def watch_cmd(
 
         view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
         gate = GatePublic.model_validate(view["gate"])
-        echo_json(view["gate"]) if as_json else _print_gate(gate, {})
+        echo_json(view["gate"]) if as_json else print_gate(gate, {})
         if gate.status != "succeeded":
             raise typer.Exit(1)
         return
@@ -346,70 +251,13 @@ def _show_gate(engine, gate_id: int, as_json: bool) -> None:
         from orchestrator.executors.plan import GatePaths
 
         report = {**report, "gate_dir": str(GatePaths.of(settings().data_dir, gate_id).root)}
-        _print_gate(gate, report, ledger=settings().database_url)
+        print_gate(gate, report, ledger=settings().database_url)
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
 
-def _print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console()
-    table = Table(title=f"gate {gate.id}: {gate.title or gate.run_pattern} [{gate.status}]")
-    for col in ("run", "role", "status", "median ms", "MFU %", "warmup+measured", "error"):
-        table.add_column(col)
-    for run in gate.runs:
-        table.add_row(str(run.order), run.role or "-", run.status,
-                      f"{run.median_step_s * 1e3:.3f}" if run.median_step_s else "-",
-                      f"{run.mfu_pct:.2f}" if run.mfu_pct is not None else "-",
-                      f"{run.num_warmup_steps}+{run.num_measured_steps}" if run.num_measured_steps
-                      else str(len(run.slowest_rank_step_s)),
-                      escape((run.error or "")[:60]))
-    console.print(table)
-    if gate.status_reason:
-        console.print(f"reason: {escape(gate.status_reason)}")
-    for run in gate.runs:
-        if run.status == "failed" and ledger is not None:
-            _print_log_tail(console, ledger, gate.id, run)
-    primary = None
-    for v in sorted(gate.verdicts, key=lambda v: not v.is_primary):
-        print_verdict(v.numbers)
-        if v.is_primary:
-            primary = v
-    others = [v for v in gate.verdicts if not v.is_primary and primary and v.verdict != primary.verdict]
-    for v in others:
-        console.print(
-            f"[bold yellow]policies disagree:[/] {primary.policy}={primary.verdict}, "
-            f"{v.policy}={v.verdict}. A single A X B under the drift rule accepts ~20% of "
-            "candidates with no true effect (README, Verdicts); re-run with a longer pattern "
-            "or more measured steps before adopting."
-        )
-    if report.get("allocation_wall_s"):
-        console.print(
-            f"allocation wall {report['allocation_wall_s']:.1f} s: measured steps "
-            f"{report['measured_s']:.1f} s, health {report['health_s']:.1f} s, everything else "
-            f"(launch, compile, warmup) {report['allocation_wall_s'] - report['measured_s'] - report['health_s']:.1f} s; "
-            f"overhead = 1 - measured/wall = {report['overhead_pct']:.1f} %"
-        )
-    if ledger:
-        console.print(f"ledger: {ledger} (gate {gate.id}); logs: {report.get('gate_dir', '')}")
 
 
-def _print_log_tail(console, ledger: str, gate_id: int, run, num_lines: int = 12) -> None:
-    """Show where a failed run's raw log is and its last lines."""
-    from rich.markup import escape
-
-    from orchestrator.executors.plan import GatePaths
-
-    path = GatePaths.of(settings().data_dir, gate_id).run_log(run.order, run.role or "X")
-    if not path.exists():
-        return
-    lines = path.read_text(errors="replace").splitlines()[-num_lines:]
-    console.print(f"run {run.order} ({run.role}) log {path}, last {len(lines)} lines:")
-    for line in lines:
-        console.print("  " + escape(line[:200]))
 
 
 def register(app: typer.Typer) -> None:

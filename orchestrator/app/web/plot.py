@@ -38,6 +38,50 @@ def _finite(values: list[float]) -> list[float]:
     return [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
+def _run_marks(run: PlotRun, offset: int, x_of, y_of, step_px: float, plot_w: float,
+               plot_h: float) -> list[str]:
+    """SVG marks of one run: warmup shading, step polyline, median line, label, separator."""
+    n = len(run.step_s)
+    parts: list[str] = []
+    color = _ROLE_COLORS.get(run.role, "#555")
+    x0, x1 = x_of(offset) - step_px / 2, x_of(offset + n - 1) + step_px / 2
+    warm = min(run.num_warmup_steps, n)
+    if warm > 0:
+        xw = x_of(offset + warm - 1) + step_px / 2
+        parts.append(
+            f'<rect class="warmup" x="{max(x0, _PAD_L):.1f}" y="{_PAD_T}" '
+            f'width="{max(xw - max(x0, _PAD_L), 0):.1f}" height="{plot_h}" fill="#f2f2f2">'
+            f"<title>{escape(run.label)} warmup: {warm} steps</title></rect>"
+        )
+    points = " ".join(
+        f"{x_of(offset + i):.1f},{y_of(v * 1000.0):.1f}"
+        for i, v in enumerate(run.step_s)
+        if isinstance(v, (int, float)) and math.isfinite(v)
+    )
+    parts.append(
+        f'<polyline class="run run-{escape(run.role)}" fill="none" stroke="{color}" '
+        f'stroke-width="1.5" points="{points}"><title>{escape(run.label)}</title></polyline>'
+    )
+    if run.median_s is not None and math.isfinite(run.median_s):
+        y = y_of(run.median_s * 1000.0)
+        xm = x_of(offset + warm) if warm < n else x0
+        parts.append(
+            f'<line class="median" x1="{xm:.1f}" x2="{min(x1, _PAD_L + plot_w):.1f}" '
+            f'y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" stroke-dasharray="6 3" stroke-width="2">'
+            f"<title>{escape(run.label)} median {run.median_s * 1000.0:.3f} ms</title></line>"
+        )
+    parts.append(
+        f'<text x="{(max(x0, _PAD_L) + min(x1, _PAD_L + plot_w)) / 2:.1f}" '
+        f'y="{_HEIGHT - 22}" text-anchor="middle" fill="{color}" class="label">'
+        f"{escape(run.label)}</text>"
+    )
+    if offset > 0:
+        parts.append(
+            f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_PAD_T}" y2="{_PAD_T + plot_h}" stroke="#bbb"/>'
+        )
+    return parts
+
+
 def step_time_svg(runs: list[PlotRun], *, title: str = "slowest-rank step time") -> str:
     """Render the runs as one inline SVG document fragment.
 
@@ -92,46 +136,9 @@ def step_time_svg(runs: list[PlotRun], *, title: str = "slowest-rank step time")
     offset = 0
     step_px = plot_w / max(total - 1, 1)
     for run in runs:
-        n = len(run.step_s)
-        if n == 0:
-            continue
-        color = _ROLE_COLORS.get(run.role, "#555")
-        x0, x1 = x_of(offset) - step_px / 2, x_of(offset + n - 1) + step_px / 2
-        warm = min(run.num_warmup_steps, n)
-        if warm > 0:
-            xw = x_of(offset + warm - 1) + step_px / 2
-            parts.append(
-                f'<rect class="warmup" x="{max(x0, _PAD_L):.1f}" y="{_PAD_T}" '
-                f'width="{max(xw - max(x0, _PAD_L), 0):.1f}" height="{plot_h}" fill="#f2f2f2">'
-                f"<title>{escape(run.label)} warmup: {warm} steps</title></rect>"
-            )
-        points = " ".join(
-            f"{x_of(offset + i):.1f},{y_of(v * 1000.0):.1f}"
-            for i, v in enumerate(run.step_s)
-            if isinstance(v, (int, float)) and math.isfinite(v)
-        )
-        parts.append(
-            f'<polyline class="run run-{escape(run.role)}" fill="none" stroke="{color}" '
-            f'stroke-width="1.5" points="{points}"><title>{escape(run.label)}</title></polyline>'
-        )
-        if run.median_s is not None and math.isfinite(run.median_s):
-            y = y_of(run.median_s * 1000.0)
-            xm = x_of(offset + warm) if warm < n else x0
-            parts.append(
-                f'<line class="median" x1="{xm:.1f}" x2="{min(x1, _PAD_L + plot_w):.1f}" '
-                f'y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" stroke-dasharray="6 3" stroke-width="2">'
-                f"<title>{escape(run.label)} median {run.median_s * 1000.0:.3f} ms</title></line>"
-            )
-        parts.append(
-            f'<text x="{(max(x0, _PAD_L) + min(x1, _PAD_L + plot_w)) / 2:.1f}" '
-            f'y="{_HEIGHT - 22}" text-anchor="middle" fill="{color}" class="label">'
-            f"{escape(run.label)}</text>"
-        )
-        if offset > 0:
-            parts.append(
-                f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_PAD_T}" y2="{_PAD_T + plot_h}" stroke="#bbb"/>'
-            )
-        offset += n
+        if run.step_s:
+            parts.extend(_run_marks(run, offset, x_of, y_of, step_px, plot_w, plot_h))
+            offset += len(run.step_s)
     parts.append(
         f'<text x="{_PAD_L + plot_w / 2}" y="{_HEIGHT - 4}" text-anchor="middle" class="axis">'
         "step (runs in order; shaded: warmup; dashed: run median)</text>"

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from orchestrator.app.api.validation import ensure_storable
-from orchestrator.domain.errors import ValidationFailed
 from orchestrator.app.web.plot import PlotRun, step_time_svg
+from orchestrator.domain.errors import ValidationFailed
 
 NS = "{http://www.w3.org/2000/svg}"
 

@@ -10,9 +10,9 @@ from orchestrator.app.cli import main
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--command", "[]"], "non-empty JSON list"),
+    (["--command", "[]"], "workload.command must be a non-empty argv list"),
     (["--command", '"python x.py"'], "JSON list of strings"),
-    (["--command", '["x"]', "--recipe", "tiny"], "not both"),
+    (["--command", '["x"]', "--recipe", "tiny"], "exactly one of recipe or command"),
     (["--repo", "/tmp", "--command", '["x"]'], "--repo needs"),
     (["--candidate-ref", "main"], "need --repo"),
     (["--candidate-env", "NOEQUALS"], "NAME=VALUE"),

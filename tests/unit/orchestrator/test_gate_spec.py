@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.executors.slurm import parse_squeue
 from orchestrator.domain.gate_spec import GateCreate, parse_pattern
+from orchestrator.executors.slurm import parse_squeue
 
 
 def _gate(**kw):

@@ -22,7 +22,7 @@ def _product_log(times, warmup=2, measured=3, **result):
     lines = ["starting"]
     lines.append(_line("AXBGATE_PROVENANCE", v=1, torch_version="2.13.0", hostnames=["n0"]))
     for i, t in enumerate(times):
-        lines.append(f"[rank0]: " + _line("AXBGATE_STEP", v=1, step=i, slowest_rank_step_s=t, loss=1.0, grad_norm=0.5))
+        lines.append("[rank0]: " + _line("AXBGATE_STEP", v=1, step=i, slowest_rank_step_s=t, loss=1.0, grad_norm=0.5))
     lines.append(_line("AXBGATE_TIMING", v=1, slowest_rank_step_s=times,
                        num_warmup_steps=warmup, num_measured_steps=measured))
     res = dict(v=1, median_step_s=statistics.median(times[warmup:warmup + measured]),

@@ -14,12 +14,12 @@ from sqlalchemy.orm import Session
 from orchestrator.db.migrate import upgrade
 from orchestrator.db.models import RepoEvent, TrackedRepository, WebhookAttempt, WebhookDelivery
 from orchestrator.db.session import build_engine
-from orchestrator.usecases.drift import detect_change_points
-from orchestrator.usecases.notify import deliver_due
-from orchestrator.usecases.regate import build_gate_request
 from orchestrator.schemas.repos import RepoCreate, RepoUpdate
 from orchestrator.settings import Settings
 from orchestrator.store import webhooks
+from orchestrator.usecases.drift import detect_change_points
+from orchestrator.usecases.notify import deliver_due
+from orchestrator.usecases.regate import build_gate_request
 
 UTC = dt.UTC
 BODY = {"url": "/srv/repo", "workload": {"command": ["python", "bench.py"]}}

@@ -1,0 +1,159 @@
+"""Following a gate live (progress bar per run) and printing its final table, for the
+``gate`` and ``watch`` verbs, in embedded and remote mode."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from orchestrator.app.cli.common import print_verdict, settings
+
+__all__ = ["follow_gate", "follow_gate_remote", "print_gate"]
+
+
+def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1.0) -> None:
+    """Dispatch and poll one gate in this process until it ends, with a progress bar per run.
+
+    Ctrl-C cancels the gate (its job gets SIGTERM) and waits for the driver to stop.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from orchestrator.db.session import session_scope
+    from orchestrator.runtime.gates import dispatch_pass, poll_pass
+    from orchestrator.usecases import gates as use_cases
+
+    dispatch_pass(engine, current, gate_ids=[gate_id])
+    tasks: dict[int, Any] = {}
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                        TimeElapsedColumn(), disable=quiet, transient=False)
+    cancelled = False
+    with progress:
+        while True:
+            try:
+                poll_pass(engine, current, gate_ids=[gate_id])
+                with session_scope(engine) as session:
+                    state = use_cases.get_gate_progress(session=session, gate_id=gate_id)
+                if state.status == "queued":  # another local gate holds this machine
+                    dispatch_pass(engine, current, gate_ids=[gate_id])
+                for run in state.runs:
+                    if run.order not in tasks:
+                        tasks[run.order] = progress.add_task(
+                            f"run {run.order} {run.role}", total=state.num_steps_per_run, info="pending")
+                    info = run.status if run.median_step_s is None else (
+                        f"{run.status} median {run.median_step_s * 1e3:.3f} ms")
+                    progress.update(tasks[run.order], completed=run.num_steps, info=info)
+                if state.status in ("succeeded", "failed", "cancelled"):
+                    break
+                time.sleep(poll_s)
+            except KeyboardInterrupt:
+                if cancelled:
+                    raise
+                cancelled = True
+                with session_scope(engine) as session:
+                    use_cases.cancel_gate(session=session, gate_id=gate_id,
+                                          reason="cancelled from the CLI (Ctrl-C)")
+                poll_pass(engine, current, gate_ids=[gate_id])
+
+
+def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
+    """Watch a gate on a server (its services run it) until it ends.
+
+    Args:
+        call: ``call(method, path, **kw) -> JSON`` (the CLI's HTTP helper; exits on errors).
+        gate_id: Gate id.
+        quiet: No progress bars.
+        poll_s: Seconds between two GETs.
+
+    Returns:
+        The final ``GET /gates/{id}`` JSON.
+
+    Ctrl-C asks the server to cancel the gate, then keeps watching until it ends.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                        TimeElapsedColumn(), disable=quiet)
+    tasks: dict[int, Any] = {}
+    cancelled = False
+    with progress:
+        while True:
+            try:
+                view = call("GET", f"/gates/{gate_id}")
+                gate = view["gate"]
+                total = gate["num_warmup_steps"] + gate["num_measured_steps"]
+                for run in view["runs"]:
+                    if run["order"] not in tasks:
+                        tasks[run["order"]] = progress.add_task(
+                            f"run {run['order']} {run['role']}", total=total, info="pending")
+                    median = run.get("median_step_s")
+                    info = run["status"] if median is None else f"{run['status']} median {median * 1e3:.3f} ms"
+                    progress.update(tasks[run["order"]], completed=len(run.get("steps") or []), info=info)
+                if gate["status"] in ("succeeded", "failed", "cancelled"):
+                    return view
+                time.sleep(poll_s)
+            except KeyboardInterrupt:
+                if cancelled:
+                    raise
+                cancelled = True
+                call("POST", f"/gates/{gate_id}/cancel", json={"reason": "cancelled from the CLI (Ctrl-C)"})
+
+
+def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"gate {gate.id}: {gate.title or gate.run_pattern} [{gate.status}]")
+    for col in ("run", "role", "status", "median ms", "MFU %", "warmup+measured", "error"):
+        table.add_column(col)
+    for run in gate.runs:
+        table.add_row(str(run.order), run.role or "-", run.status,
+                      f"{run.median_step_s * 1e3:.3f}" if run.median_step_s else "-",
+                      f"{run.mfu_pct:.2f}" if run.mfu_pct is not None else "-",
+                      f"{run.num_warmup_steps}+{run.num_measured_steps}" if run.num_measured_steps
+                      else str(len(run.slowest_rank_step_s)),
+                      escape((run.error or "")[:60]))
+    console.print(table)
+    if gate.status_reason:
+        console.print(f"reason: {escape(gate.status_reason)}")
+    for run in gate.runs:
+        if run.status == "failed" and ledger is not None:
+            print_log_tail(console, ledger, gate.id, run)
+    primary = None
+    for v in sorted(gate.verdicts, key=lambda v: not v.is_primary):
+        print_verdict(v.numbers)
+        if v.is_primary:
+            primary = v
+    others = [v for v in gate.verdicts if not v.is_primary and primary and v.verdict != primary.verdict]
+    for v in others:
+        console.print(
+            f"[bold yellow]policies disagree:[/] {primary.policy}={primary.verdict}, "
+            f"{v.policy}={v.verdict}. A single A X B under the drift rule accepts ~20% of "
+            "candidates with no true effect (README, Verdicts); re-run with a longer pattern "
+            "or more measured steps before adopting."
+        )
+    if report.get("allocation_wall_s"):
+        console.print(
+            f"allocation wall {report['allocation_wall_s']:.1f} s: measured steps "
+            f"{report['measured_s']:.1f} s, health {report['health_s']:.1f} s, everything else "
+            f"(launch, compile, warmup) {report['allocation_wall_s'] - report['measured_s'] - report['health_s']:.1f} s; "
+            f"overhead = 1 - measured/wall = {report['overhead_pct']:.1f} %"
+        )
+    if ledger:
+        console.print(f"ledger: {ledger} (gate {gate.id}); logs: {report.get('gate_dir', '')}")
+
+
+def print_log_tail(console, ledger: str, gate_id: int, run, num_lines: int = 12) -> None:
+    """Show where a failed run's raw log is and its last lines."""
+    from rich.markup import escape
+
+    from orchestrator.executors.plan import GatePaths
+
+    path = GatePaths.of(settings().data_dir, gate_id).run_log(run.order, run.role or "X")
+    if not path.exists():
+        return
+    lines = path.read_text(errors="replace").splitlines()[-num_lines:]
+    console.print(f"run {run.order} ({run.role}) log {path}, last {len(lines)} lines:")
+    for line in lines:
+        console.print("  " + escape(line[:200]))

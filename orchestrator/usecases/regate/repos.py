@@ -1,0 +1,156 @@
+"""Use cases on tracked repositories: add, list, show, update, remove."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from orchestrator import store
+from orchestrator.db.models import TrackedRepository
+from orchestrator.domain.errors import ValidationFailed
+from orchestrator.schemas.repos import (
+    BisectionPublic,
+    RepoCreate,
+    RepoEventPublic,
+    RepoPublic,
+    ReposPublic,
+    RepoUpdate,
+    RepoViewPublic,
+    WebhookDeliveryPublic,
+)
+from orchestrator.usecases.regate.common import branch_head_or_422, validate_request
+from orchestrator.vcs.history import GitError, commit_exists
+
+__all__ = ['add_repository', 'get_repository', 'get_repository_view', 'list_repositories', 'remove_repository', 'update_repository']
+
+logger = logging.getLogger(__name__)
+
+
+def add_repository(*, session: Session, repo_in: RepoCreate, default_executor: str = "local") -> RepoPublic:
+    """Track a branch: check that it exists and that its re-gate request validates.
+
+    Args:
+        session: Open session (the caller commits).
+        repo_in: The validated request.
+        default_executor: Executor when the request names none.
+
+    Returns:
+        The stored repository (no measured head yet; the first check sets it).
+
+    Raises:
+        ValidationFailed: The repository or branch cannot be read (``url``/``branch``),
+            or the workload's recipe does not resolve.
+        Conflict: The (url, branch) pair is already tracked.
+    """
+    head = branch_head_or_422(repo_in.url, repo_in.branch)
+    fields: dict[str, Any] = {
+        "url": repo_in.url, "branch": repo_in.branch,
+        "workload": repo_in.workload.model_dump(mode="json", exclude_none=True),
+        "topology": repo_in.topology.model_dump(mode="json"),
+        "executor": repo_in.executor or default_executor, "schedule": repo_in.schedule,
+        "tolerance_pct": repo_in.tolerance_pct, "notify": list(repo_in.notify), "bisect": repo_in.bisect,
+        "enabled": repo_in.enabled, "options": repo_in.options.model_dump(mode="json"),
+    }
+    validate_request(TrackedRepository(id=0, **fields), head)
+    row = store.repos.create_repo(session=session, **fields)
+    logger.info("repo=%s tracking %s branch %s (head %s)", row.id, row.url, row.branch, head[:12])
+    return RepoPublic.model_validate(row)
+
+
+def list_repositories(*, session: Session) -> ReposPublic:
+    """Every tracked repository."""
+    rows = store.repos.list_repos(session=session)
+    return ReposPublic(data=[RepoPublic.model_validate(r) for r in rows], count=len(rows))
+
+
+def get_repository(*, session: Session, repo_id: int) -> RepoPublic:
+    """One tracked repository.
+
+    Raises:
+        NotFound: No repository has that id.
+    """
+    return RepoPublic.model_validate(store.repos.get_repo(session=session, repo_id=repo_id))
+
+
+def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
+                      mirrors_dir: Path) -> RepoPublic:
+    """Change a tracked repository (only the fields given).
+
+    Args:
+        session: Open session (the caller commits).
+        repo_id: Tracked repository.
+        repo_in: The fields to change.
+        mirrors_dir: Where remote repositories are mirrored (``<data_dir>/mirrors``).
+
+    Raises:
+        NotFound: No repository has that id.
+        ValidationFailed: A new branch or ``last_measured_sha`` is not in the repository,
+            or the resulting re-gate request does not validate.
+        Conflict: The new (url, branch) pair is already tracked.
+    """
+    repo = store.repos.get_repo(session=session, repo_id=repo_id)
+    fields: dict[str, Any] = {}
+    for name in repo_in.model_fields_set:
+        value = getattr(repo_in, name)
+        if value is None and name not in ("executor", "last_measured_sha"):
+            raise ValidationFailed(name, "may not be null")
+        if hasattr(value, "model_dump"):
+            value = value.model_dump(mode="json", exclude_none=name == "workload")
+        fields[name] = value
+    if "branch" in fields and fields["branch"] != repo.branch:
+        head = branch_head_or_422(repo.url, fields["branch"])
+        # Another branch has another history: its first check sets a new baseline.
+        fields.setdefault("last_measured_sha", None)
+    else:
+        head = repo.last_measured_sha or branch_head_or_422(repo.url, repo.branch)
+    sha = fields.get("last_measured_sha")
+    if sha is not None:
+        try:
+            known = commit_exists(repo.url, sha, mirrors_dir=mirrors_dir)
+        except GitError as exc:
+            raise ValidationFailed("url", str(exc)) from None
+        if not known:
+            raise ValidationFailed("last_measured_sha", f"{sha} is not a commit of {repo.url}")
+    if fields.get("executor", "unset") is None:
+        fields.pop("executor")
+    store.repos.update_repo(session=session, repo=repo, **fields)
+    validate_request(repo, sha or head)
+    if sha is not None:
+        store.repos.add_event(session=session, repository_id=repo.id, kind="baseline",
+                              candidate_sha=sha, message="measured head set by hand")
+    return RepoPublic.model_validate(repo)
+
+
+def remove_repository(*, session: Session, repo_id: int) -> None:
+    """Stop tracking a repository (its gates stay in the ledger).
+
+    Raises:
+        NotFound: No repository has that id.
+    """
+    store.repos.delete_repo(session=session, repo_id=repo_id)
+
+
+def get_repository_view(*, session: Session, repo_id: int, limit: int = 50) -> RepoViewPublic:
+    """A tracked repository with its recent events, bisections and webhook deliveries.
+
+    Raises:
+        NotFound: No repository has that id.
+    """
+    repo = store.repos.get_repo(session=session, repo_id=repo_id)
+    bisections = []
+    for b in store.repos.bisections_of_repo(session=session, repo_id=repo_id):
+        out = BisectionPublic.model_validate(b)
+        out.step_gate_ids = store.repos.step_gate_ids(session=session, bisection=b)
+        bisections.append(out)
+    return RepoViewPublic(
+        repo=RepoPublic.model_validate(repo),
+        events=[RepoEventPublic.model_validate(e)
+                for e in store.repos.events_of_repo(session=session, repo_id=repo_id, limit=limit)],
+        bisections=bisections,
+        deliveries=[WebhookDeliveryPublic.model_validate(d)
+                    for d in store.webhooks.deliveries_of_repo(session=session, repo_id=repo_id, limit=limit)],
+        gate_ids_in_flight=[g.id for g in store.repos.gates_in_flight(session=session, repo_id=repo_id)],
+    )
