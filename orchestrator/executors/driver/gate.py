@@ -22,10 +22,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
+from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, run_step
 from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
 
@@ -130,10 +133,33 @@ class _Driver:
             self.cancel_reason = f"allocation received {signal.Signals(signum).name}"
 
     def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
-              deadline_s: float, on_line=None):
+              deadline_s: float, on_line=None, spawn=None):
         return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
-                        cancel_reason=lambda: self.cancel_reason, on_line=on_line)
+                        cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn)
+
+    def _start_fork_server(self) -> None:
+        """Start the trainer's fork server now, so torch is imported while health runs."""
+        self.fork_server = None
+        if not (self.plan.fork_server and self.plan.workload.get("recipe")) or self.under_slurm:
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LD_"))}
+        env["PYTHONPATH"] = self.plan.project_root
+        self.fork_server = ForkServer(self.plan.python, self.paths.fork_server_socket,
+                                      self.paths.fork_server_log, env)
+
+    def _fork_spawner(self, side: str, source_dir: Path | None, env: dict[str, str], cwd: Path):
+        """A spawn callable for run_step, or None (and why) when torchrun must be used."""
+        server = getattr(self, "fork_server", None)
+        why = "fork server off" if server is None else fork_server_usable(
+            self.plan.sides[side].get("env", {}), source_dir)
+        if why is None and not server.ready(timeout_s=180.0):
+            why = f"fork server did not start (see {self.paths.fork_server_log})"
+        if why is not None:
+            self.status.setdefault("launch_notes", []).append(why)
+            return None
+        args = ["--recipe", self.plan.workload["recipe"], *self._recipe_overrides(side)]
+        return lambda: server.spawn(args, env=env, cwd=cwd, nproc=self.plan.ranks_per_node)
 
     def _preamble(self) -> dict[str, str]:
         """Launch environment of the next step: fresh MASTER_PORT every call."""
@@ -222,14 +248,23 @@ class _Driver:
             raise _GateFailed(reason or "health gate failed")
         return verdict
 
+    def _recipe_overrides(self, side: str) -> list[str]:
+        plan = self.plan
+        overrides = [
+            *plan.sides[side].get("recipe_overrides", []),
+            f"measure.warmup_steps={plan.num_warmup_steps}",
+            f"measure.measured_steps={plan.num_measured_steps}",
+            f"measure.warmup_mode={plan.warmup_mode}",
+            f"measure.max_warmup_steps={plan.max_warmup_steps}",
+        ]
+        if plan.measured_seconds is not None:
+            overrides.append(f"measure.measured_seconds={plan.measured_seconds}")
+        return overrides
+
     def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:
         plan = self.plan
         if plan.workload.get("recipe"):
-            overrides = [
-                *plan.sides[side].get("recipe_overrides", []),
-                f"measure.warmup_steps={plan.num_warmup_steps}",
-                f"measure.measured_steps={plan.num_measured_steps}",
-            ]
+            overrides = self._recipe_overrides(side)
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
                 return self._srun() + [plan.python, *trainer]
@@ -258,8 +293,15 @@ class _Driver:
             parsed = stream.parser.finish()
         except RecordError as exc:
             return {}, step_error or f"malformed record output: {exc}"
-        outcome = measure_run(parsed, expected_warmup_steps=self.plan.num_warmup_steps,
-                              expected_measured_steps=self.plan.num_measured_steps)
+        plan = self.plan
+        steady, window = plan.warmup_mode == "steady", plan.measured_seconds is not None
+        outcome = measure_run(
+            parsed,
+            expected_warmup_steps=None if steady else plan.num_warmup_steps,
+            expected_measured_steps=None if (steady or window) else plan.num_measured_steps,
+            warmup_bounds=(plan.num_warmup_steps, plan.max_warmup_steps) if steady else None,
+            min_measured_steps=plan.num_measured_steps if (steady or window) else None,
+        )
         error = step_error or outcome.error
         return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
                 "log_median_step_s": outcome.log_median_step_s,
@@ -280,30 +322,38 @@ class _Driver:
         started = _now()
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": started, "command": argv})
+        launch_unix = time.time()
         stream = _StepStream(self.paths.run_steps(order, role))
+        cwd = source_dir or self.paths.root
+        spawn = None
+        if plan.workload.get("recipe") and not self.under_slurm:
+            spawn = self._fork_spawner(side, source_dir, env, cwd)
+            if spawn is not None:
+                argv = ["(fork server)", plan.python, "-m", "trainer", "train", "--recipe",
+                        plan.workload["recipe"], *self._recipe_overrides(side)]
         try:
-            step = self._step(argv, env, source_dir or self.paths.root, log_path, plan.run_timeout_s,
-                              on_line=stream)
+            step = self._step(argv, env, cwd, log_path, plan.run_timeout_s, on_line=stream,
+                              spawn=spawn)
         finally:
             stream.close()
+        exit_unix = time.time()
         outcome, error = self._measure(stream, step.error)
-        measured_s = None
-        if outcome.get("status") == "succeeded":
-            times = outcome["fields"]["slowest_rank_step_s"]
-            measured_s = sum(times[plan.num_warmup_steps:plan.num_warmup_steps + plan.num_measured_steps])
+        phases = run_phases(outcome.get("fields") or {}, launch_unix, exit_unix)
         sha, size = hash_file(log_path)
         write_json_atomic(self.paths.run_result(order, role), {
             "order": order, "role": role, "side": side, "exit_code": step.exit_code,
             "status": "failed" if error else "succeeded", "error": error,
-            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s, "measured_s": measured_s,
+            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s,
+            "measured_s": phases.get("measured_s"), "launch_unix": launch_unix,
+            "exit_unix": exit_unix, "phases": phases,
             "command": argv, "env_overrides": plan.sides[side].get("env", {}),
             "source_dir": str(source_dir) if source_dir else None,
             "source_sha": (plan.sides[side].get("source") or {}).get("sha"),
             "log_sha256": sha, "log_size_bytes": size, "outcome": outcome,
         })
-        self.status["timeline"].append(
-            {"phase": "run", "order": order, "role": role, "wall_s": step.wall_s, "measured_s": measured_s}
-        )
+        # Wall time from launch (including a wait for the fork server) to exit.
+        self.status["timeline"].append({"phase": "run", "order": order, "role": role,
+                                        "wall_s": exit_unix - launch_unix, **phases})
         self._save_status()
         if error:
             raise _GateFailed(f"run {order} ({role}) failed: {error}")
@@ -329,6 +379,7 @@ class _Driver:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
         self._save_status()
+        self._start_fork_server()
         try:
             sources = self._source_dirs()
             self._save_status(sources={k: str(v) if v else None for k, v in sources.items()})
@@ -353,6 +404,9 @@ class _Driver:
         except Exception as exc:  # the driver itself broke: record it, never hang
             self.paths.driver_error.write_text(traceback.format_exc())
             self._save_status(state="failed", reason=f"driver error: {exc!r}", ended_at=_now())
+        finally:
+            if getattr(self, "fork_server", None) is not None:
+                self.fork_server.stop()
         return self.status
 
 
