@@ -218,6 +218,9 @@ class MeasureConfig(_Section):
     """Measured window in seconds of step time (None: ``measured_steps`` steps)."""
     max_measured_steps: int = Field(100000, ge=1)
     """Cap on the measured steps of a time window."""
+    delay_fraction: float = Field(0.0, ge=0.0, le=1.0)
+    """For validating gates only: after each step, sleep this fraction of the step's own
+    time, a calibrated slowdown (0.01 makes every step about 1% longer)."""
     profile_dir: str | None = None
     """If set, profile 2 extra steps after the measured ones and write the
     torch.profiler summary table there (rank 0)."""

@@ -273,6 +273,7 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
             timeline["warmup_end_unix"] = time.time()
         if step == 0:
             timeline["first_step_start_unix"] = time.time()
+        step_start = time.perf_counter()
         micro = next(batches)
         loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm)
         dist.all_reduce(loss)
@@ -283,6 +284,8 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
             raise NonFiniteError(f"non-finite loss={loss_v} or grad_norm={norm_v} at step {step}")
         log.loss.append(loss_v)
         log.grad_norm.append(norm_v)
+        if m.delay_fraction > 0:  # a calibrated slowdown for validating gates
+            time.sleep(m.delay_fraction * (time.perf_counter() - step_start))
         if step == 0:
             timeline["first_step_end_unix"] = time.time()
         step += 1

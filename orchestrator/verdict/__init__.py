@@ -15,6 +15,7 @@ from orchestrator.verdict.builder import (
     mfu_numerator,
     verdict_kind,
 )
+from orchestrator.verdict.explain import plain_sentence
 from orchestrator.verdict.model import (
     CANDIDATE_VERDICTS,
     GATE_KINDS,
@@ -26,7 +27,6 @@ from orchestrator.verdict.model import (
     StatisticalDetail,
     Verdict,
 )
-from orchestrator.verdict.explain import plain_sentence
 from orchestrator.verdict.policy import DriftPolicy, Policy, RatioCIPolicy
 from orchestrator.verdict.precision import median_interval_halfwidth_pct
 from orchestrator.verdict.registry import (

@@ -14,7 +14,6 @@ database or the API.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -30,6 +29,7 @@ from typing import Any
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, run_step
+from orchestrator.executors.driver.stream import StepStream
 from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
@@ -54,35 +54,6 @@ def _now() -> str:
 
 def _substitute(arg: str, values: dict[str, str]) -> str:
     return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
-
-
-class _StepStream:
-    """Feeds a run's output lines to the record parser and appends every step record to
-    the run's step stream as one JSON line (the poller's live view of the run)."""
-
-    def __init__(self, path: Path) -> None:
-        from orchestrator.domain.records import RecordParser
-
-        self.parser = RecordParser()
-        self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.failure: str | None = None
-
-    def __call__(self, line: str) -> None:
-        if self.failure is not None:
-            return
-        from orchestrator.domain.records import step_row
-
-        try:
-            step = self.parser.feed(line)
-        except Exception as exc:  # a record the parser cannot survive fails the run only
-            self.failure = f"record output unreadable at line {self.parser._line_no}: {exc!r}"
-            return
-        if step is not None:
-            self.out.write(json.dumps(step_row(step), allow_nan=True) + "\n")
-            self.out.flush()
-
-    def close(self) -> None:
-        self.out.close()
 
 
 class _Driver:
@@ -180,9 +151,11 @@ class _Driver:
         env = dict(os.environ)
         env.update(self._preamble())
         env.update(MULTICAST_OFF)
-        # One compile cache per allocation, so X and B do not pay A's compile again.
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(self.paths.compile_cache / "inductor")
-        env["TRITON_CACHE_DIR"] = str(self.paths.compile_cache / "triton")
+        # One compile cache per allocation, so X and B do not pay A's compile again; an
+        # operator who set a cache for the whole cluster (e.g. on a shared filesystem) keeps
+        # it (Inductor keys its entries by graph and configuration, so sharing is safe).
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.paths.compile_cache / "inductor"))
+        env.setdefault("TRITON_CACHE_DIR", str(self.paths.compile_cache / "triton"))
         env["PYTHONUNBUFFERED"] = "1"
         root = str(source_dir) if source_dir is not None else self.plan.project_root
         env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -282,7 +255,7 @@ class _Driver:
         }
         return [_substitute(arg, values) for arg in plan.workload["command"]]
 
-    def _measure(self, stream: _StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
+    def _measure(self, stream: StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
         """The run's measured outcome from its parsed output (the one parse of the log)."""
         from orchestrator.domain.errors import RecordError
         from orchestrator.domain.measure import measure_run
@@ -323,7 +296,7 @@ class _Driver:
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": started, "command": argv})
         launch_unix = time.time()
-        stream = _StepStream(self.paths.run_steps(order, role))
+        stream = StepStream(self.paths.run_steps(order, role))
         cwd = source_dir or self.paths.root
         spawn = None
         if plan.workload.get("recipe") and not self.under_slurm:
