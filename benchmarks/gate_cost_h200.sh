@@ -13,8 +13,9 @@ export PYTHONPATH=/tmp/site:$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AXBGATE_DATA_DIR=/tmp/axb PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR=/tmp/axb-cache/inductor TRITON_CACHE_DIR=/tmp/axb-cache/triton
-common=(--recipe ltx2-bench-h200 --gpus-per-node 2 --run-timeout-s 400 --criteria h200-x2 --json)
-new=(--warmup-mode steady --warmup-steps 2 --max-warmup-steps 20 --measured-seconds 40 --max-extend 3)
+# RECIPE/TOPO/WINDOW_S let the same script be tried on CPU first (RECIPE=tiny TOPO="--ntasks-per-node 1 --no-health" WINDOW_S=2).
+common=(--recipe "${RECIPE:-ltx2-bench-h200}" ${TOPO:---gpus-per-node 2 --criteria h200-x2} --run-timeout-s 400 --json)
+new=(--warmup-mode steady --warmup-steps 2 --max-warmup-steps 20 --measured-seconds "${WINDOW_S:-40}" --max-extend 3)
 gate() {  # NAME ARGS...
   local name=$1; shift
   local t0=$(date +%s)
@@ -26,7 +27,7 @@ gate() {  # NAME ARGS...
   (cd "$g/runs" && tar czf "$OUT/$name.runs.tgz" .)
   echo "gate $name id=$id wall=$(( $(date +%s) - t0 ))s"
 }
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit --format=csv
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit --format=csv || true
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.device_count())'
 case "$part" in campaign|all)
   # The campaign's way: torchrun per run, fixed 10 + 20 steps, drift rule; candidate 1% slower.

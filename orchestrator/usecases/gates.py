@@ -38,6 +38,11 @@ DECISIONS = ("accept", "reject", "neutral", "inconclusive", "pass", "regression"
              "rerun")
 
 
+_SIDE_MEASURE_KEYS = frozenset({"measure.delay_fraction", "measure.profile_dir"})
+"""``measure.*`` recipe keys one side may set: a calibrated slowdown for validating gates,
+and profiling. Everything that sizes the warmup or the measured window is the gate's."""
+
+
 def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:
     """Validate the bundled-trainer recipe of one side with its overrides.
 
@@ -139,11 +144,11 @@ def submit_gate(
             return _idempotent_repeat(existing, request_sha256, idempotency_key), False
     for side in ("control", "candidate"):
         for item in getattr(gate_in, side).recipe_overrides:
-            if item.startswith("measure."):
+            if item.startswith("measure.") and item.split("=", 1)[0] not in _SIDE_MEASURE_KEYS:
                 raise ValidationFailed(
                     f"{side}.recipe_overrides",
-                    f"{item!r}: warmup/measured steps are the gate's (warmup_steps, measured_steps), "
-                    "the same for every run; set them there",
+                    f"{item!r}: warmup/measured steps are the gate's (warmup_steps, measured_steps, "
+                    "warmup_mode, measured_seconds), the same for every run; set them there",
                 )
     if gate_in.health.enabled and gate_in.health.criteria:
         from health import load_criteria
