@@ -114,8 +114,9 @@ class _Driver:
         self.fork_server = None
         if not (self.plan.fork_server and self.plan.workload.get("recipe")) or self.under_slurm:
             return
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LD_"))}
-        env["PYTHONPATH"] = self.plan.project_root
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([self.plan.project_root, env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep)
         self.fork_server = ForkServer(self.plan.python, self.paths.fork_server_socket,
                                       self.paths.fork_server_log, env)
 
