@@ -7,29 +7,40 @@ sections 1-3. Typical use::
     policy = get_policy("drift", max_drift_pct=2.0)
     verdict = judge(measurement, policy, history=history)
     verdict.to_dict()
+
+Sequential gates (the default policy): the allocation runs ``next_roles(None, policy)``,
+then, after each look, ``next_roles(measurement, policy, history=history)`` until it is
+empty; the stored verdict is ``judge(measurement, policy, history=history)``.
+Offline re-judging: ``verdict_from_json(obj)``.
 """
 
 from orchestrator.verdict.model import (
     CANDIDATE_VERDICTS,
     GATE_KINDS,
     REGATE_VERDICTS,
-    BracketDetail,
     ControlHistory,
     GateMeasurement,
     RunSummary,
-    StatisticalDetail,
-    Verdict,
 )
-from orchestrator.verdict.policy import DriftPolicy, Policy, RatioCIPolicy
+from orchestrator.verdict.offline import verdict_from_json
+from orchestrator.verdict.policy import DriftPolicy, Policy, RatioCIPolicy, SequentialPolicy
 from orchestrator.verdict.registry import (
     DEFAULT_POLICY_NAME,
     POLICY_NAMES,
     get_policy,
     judge,
     measurement_from_pattern,
+    next_roles,
     verdict_from_medians,
 )
-from orchestrator.verdict.runstats import RunStatistics, run_statistics
+from orchestrator.verdict.result import (
+    BracketDetail,
+    SequentialDetail,
+    StatisticalDetail,
+    Verdict,
+)
+from orchestrator.verdict.runstats import RunStatistics, build_run_summary, run_statistics
+from orchestrator.verdict.sequential import history_entry, initial_roles
 
 __all__ = [
     "CANDIDATE_VERDICTS",
@@ -45,11 +56,18 @@ __all__ = [
     "RatioCIPolicy",
     "RunStatistics",
     "RunSummary",
+    "SequentialDetail",
+    "SequentialPolicy",
     "StatisticalDetail",
     "Verdict",
+    "build_run_summary",
     "get_policy",
+    "history_entry",
+    "initial_roles",
     "judge",
     "measurement_from_pattern",
+    "next_roles",
     "run_statistics",
+    "verdict_from_json",
     "verdict_from_medians",
 ]
