@@ -204,9 +204,11 @@ def _notes(measurement: GateMeasurement, noise: NoiseEstimate, num_cond: int) ->
     if multimodal:
         notes.append(f"{len(multimodal)} run(s) multimodal (orders {multimodal}): their "
                      "steps form two groups, so sigma is floored by their median errors")
-    if noise.check == "dropped":
-        notes.append(f"history dropped: the gate's spread is {noise.check_f:.2f}x the "
-                     f"history's variance (> {noise.check_critical:.2f})")
+    if noise.check == "dropped" and noise.check_f is None:
+        notes.append("history dropped: its control medians have no spread at all")
+    elif noise.check == "dropped":
+        notes.append(f"history dropped: the gate's variance is {noise.check_f:.2f}x the "
+                     f"history's (> {noise.check_critical:.2f}, the F test's critical value)")
     return "".join(f"; {n}" for n in notes)
 
 

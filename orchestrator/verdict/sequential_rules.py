@@ -90,33 +90,35 @@ def decide_look(stats: LookStats, noise: NoiseEstimate, kind: str,
     """
     if not stats.decides:
         return None
-    where = f"at look {stats.index + 1} ({stats.num_runs} runs): {describe(stats, noise)}"
     band = policy.neutral_band_pct
-    in_band = stats.low > math.log1p(-band / 100.0) and stats.high < math.log1p(band / 100.0)
+    in_band = band > 0.0 and stats.low > math.log1p(-band / 100.0) \
+        and stats.high < math.log1p(band / 100.0)
     if kind == "candidate":
         margin = policy.min_effect_pct
-        below = f"-{margin:g}%" if margin else "0%"
-        above = f"+{margin:g}%" if margin else "0%"
         if stats.high < math.log1p(-margin / 100.0):
-            return Decision("accept", f"candidate faster {where}, entirely below {below}",
-                            margin)
-        if stats.low > math.log1p(margin / 100.0):
-            return Decision("reject", f"candidate slower {where}, entirely above {above}",
-                            margin)
-        if band > 0.0 and in_band:
-            return Decision("neutral", f"no effect beyond +-{band:g}% {where}: do not adopt",
-                            margin)
-        return None
-    tol = policy.tolerance_pct
-    if stats.low > 0.0 and stats.effect > math.log1p(tol / 100.0):
-        return Decision("regression", f"timing changed {where}, above 0 and estimate > "
-                        f"+{tol:g}%", tol)
-    if stats.high < 0.0 and stats.effect < math.log1p(-tol / 100.0):
-        return Decision("improvement", f"timing changed {where}, below 0 and estimate < "
-                        f"-{tol:g}%", tol)
-    if band > 0.0 and in_band:
-        return Decision("pass", f"timing-neutral within +-{band:g}% {where}", tol)
-    return None
+            verdict, text = "accept", f"candidate faster {{where}}, entirely below " \
+                f"{f'-{margin:g}%' if margin else '0%'}"
+        elif stats.low > math.log1p(margin / 100.0):
+            verdict, text = "reject", f"candidate slower {{where}}, entirely above " \
+                f"{f'+{margin:g}%' if margin else '0%'}"
+        elif in_band:
+            verdict, text = "neutral", f"no effect beyond +-{band:g}% {{where}}: do not adopt"
+        else:
+            return None
+    else:
+        margin = policy.tolerance_pct
+        if stats.low > 0.0 and stats.effect > math.log1p(margin / 100.0):
+            verdict, text = "regression", f"timing changed {{where}}, above 0 and estimate " \
+                f"> +{margin:g}%"
+        elif stats.high < 0.0 and stats.effect < math.log1p(-margin / 100.0):
+            verdict, text = "improvement", f"timing changed {{where}}, below 0 and estimate " \
+                f"< -{margin:g}%"
+        elif in_band:
+            verdict, text = "pass", f"timing-neutral within +-{band:g}% {{where}}"
+        else:
+            return None
+    where = f"at look {stats.index + 1} ({stats.num_runs} runs): {describe(stats, noise)}"
+    return Decision(verdict, text.format(where=where), margin)
 
 
 def final_decision(stats: LookStats, noise: NoiseEstimate, kind: str,
@@ -162,7 +164,8 @@ def mde_pct(stats: LookStats, kind: str, policy: SequentialPolicy) -> float:
         The MDE, percent (capped at 1e6 for JSON).
     """
     if kind == "candidate":
-        log = stats.mde_log + math.log1p(policy.min_effect_pct / 100.0)
+        # accept needs D + c se < ln(1 - min_effect): detectable D = ln(1 - m) - mde_log
+        log = stats.mde_log - math.log1p(-policy.min_effect_pct / 100.0)
         return -math.expm1(-log) * 100.0
     log = stats.mde_log + math.log1p(policy.tolerance_pct / 100.0)
     return min(pct(min(log, 14.0)), 1e6)
