@@ -440,9 +440,10 @@ def _sequential_suite(args: argparse.Namespace) -> None:
     print(f"# date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}")
     print(f"# machine: {platform.node()} {platform.machine()} {platform.processor() or ''} "
           f"cpus={os.cpu_count()} python={platform.python_version()} numpy={np.__version__}")
-    print(f"# command: PYTHONPATH=. .venv/bin/python benchmarks/verdict_power.py --suite "
-          f"sequential --trials {args.trials} --seed {args.seed} --workers {args.workers} "
-          f"--sigmas {args.sigmas}")
+    print(f"# command (cwd = repository root): PYTHONPATH=. {sys.executable} "
+          f"{' '.join(sys.argv)}")
+    print(f"# effective arguments: --suite sequential --trials {args.trials} --seed {args.seed} "
+          f"--workers {args.workers} --sigmas {args.sigmas}")
     print(f"# default policy: sequential v{policy.version} {policy.params()}")
     print(f"# model: sigma = run-level sd (the fixed suite's drift level); run_sd = total sd of "
           f"log run medians it gives; trend {TREND_PCT_PER_RUN}%/run; first run of every "
