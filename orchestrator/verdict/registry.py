@@ -147,37 +147,54 @@ def judge(
 
 
 def next_roles(
-    measurement: GateMeasurement | None,
+    measurement: GateMeasurement | Sequence[RunSummary] | None,
     policy: Policy,
     *,
     history: ControlHistory | None = None,
 ) -> tuple[str, ...]:
     """Roles the allocation should run next; empty when the gate is decided or done.
 
-    The allocation driver calls this with every run measured so far (after the first
-    look, and again after each pair it was told to run), with exactly the history the
-    stored verdict will use. The answer is read off :func:`judge`'s result, so the
-    decision to extend and the stored verdict cannot disagree.
+    The allocation driver calls this after each run with every run measured so far and
+    exactly the history the stored verdict will use. At a look (the runs end with a
+    control after a candidate) the answer is read off :func:`judge`'s result, so the
+    decision to extend and the stored verdict cannot disagree; between looks it is the
+    rest of the current look.
 
     Args:
-        measurement: The runs so far (a valid gate), or None before any run.
+        measurement: The runs so far: a :class:`GateMeasurement`, a sequence of
+            :class:`RunSummary` in pattern order (may end mid-look), or None / empty.
         policy: The gate's policy. Only ``sequential`` extends; other policies get
-            their planned pattern from the gate request and return () here.
+            their pattern from the gate request and return () here.
         history: Control history of the same control identity.
 
     Returns:
-        None measurement: the first look's roles (e.g. ``("A", "A", "X", "B")``).
-        Otherwise ``("X", "A")`` / ``("X", "B")`` while undecided within the run budget,
-        else ``()`` (decided, budget used up, failed run or failed health gate).
+        No runs yet: the first look's roles (e.g. ``("A", "A", "X", "B")``). Mid-look:
+        the roles that complete it. At a look: ``("X", "A")`` / ``("X", "B")`` while
+        undecided within the run budget, else ``()`` (decided, budget used up, a
+        failed run or a failed health gate).
+
+    Raises:
+        ValueError: If the runs are not a prefix of the policy's pattern.
     """
     if not isinstance(policy, SequentialPolicy):
         return ()
-    if measurement is None:
-        return initial_roles(policy)
-    verdict = judge(measurement, policy, history=history)
-    if verdict.sequential is None:
+    if isinstance(measurement, GateMeasurement):
+        verdict = judge(measurement, policy, history=history)
+        return verdict.sequential.next_roles if verdict.sequential is not None else ()
+    runs = tuple(measurement or ())
+    if any(run.failed for run in runs):
         return ()
-    return verdict.sequential.next_roles
+    roles = tuple(run.role for run in runs)
+    first = initial_roles(policy)
+    if len(roles) < len(first):
+        if roles != first[: len(roles)]:
+            raise ValueError(f"runs {''.join(roles)!r} do not start the pattern "
+                             f"{''.join(first)!r}")
+        return first[len(roles):]
+    if roles[-1] == "X":
+        last_control = next(r for r in reversed(roles) if r != "X")
+        return ("B" if last_control == "A" else "A",)
+    return next_roles(GateMeasurement(runs=runs), policy, history=history)
 
 
 def measurement_from_pattern(

@@ -216,3 +216,18 @@ def test_failed_run_stops_the_gate() -> None:
 def test_bad_parameters_name_the_field(params, match) -> None:
     with pytest.raises(ValueError, match=match):
         get_policy("sequential", **params)
+
+
+def test_next_roles_after_each_run_completes_the_look_then_asks_judge() -> None:
+    meds = [0.996, 1.0, 0.996, 1.001, 0.995, 0.999]
+    runs = [RunSummary(role=r, order=i, median_step_s=m) for i, (r, m) in
+            enumerate(zip("AAXBXA", meds))]
+    assert next_roles([], SEQ) == ("A", "A", "X", "B")
+    assert next_roles(runs[:1], SEQ) == ("A", "X", "B")
+    assert next_roles(runs[:3], SEQ) == ("B",)
+    at_look = next_roles(runs[:4], SEQ, history=QUIET)
+    assert at_look == next_roles(GateMeasurement(runs=tuple(runs[:4])), SEQ, history=QUIET)
+    assert at_look == ("X", "A")
+    assert next_roles(runs[:5], SEQ) == ("A",)
+    with pytest.raises(ValueError, match="do not start the pattern"):
+        next_roles(runs[2:3], SEQ)
