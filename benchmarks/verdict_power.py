@@ -463,6 +463,10 @@ def _sequential_suite(args: argparse.Namespace) -> None:
     print(f"# runtime {time.monotonic() - started:.1f} s")
 
 
+def _cell_pct(values: dict[float, float], key: float) -> str:
+    return f"{values[key]:>6.1f}" if key in values else f"{'-':>6}"
+
+
 def _print_seq_table(table: dict, sigmas: tuple[float, ...], run_sd: dict) -> None:
     head = (f"{'sigma':>5} {'run_sd':>6} {'steps':<7} {'hist':<5} {'policy':<22} {'FA%':>5} "
             f"{'FR%':>5} {'neu%':>5} {'inc%':>5} {'runs@0':>6} {'p95':>4} {'pow@.5':>6} "
@@ -477,13 +481,12 @@ def _print_seq_table(table: dict, sigmas: tuple[float, ...], run_sd: dict) -> No
                     one = table[(s_run, model, hist_mode, 1.0)][name]
                     pw = {e: table[(s_run, model, hist_mode, e)][name]["accept"]
                           for e in _seq_effects(model, hist_mode) if e}
-                    fmt = lambda e: f"{pw[e]:>6.1f}" if e in pw else f"{'-':>6}"  # noqa: E731
                     print(f"{s_run:>5.2f} {run_sd[(s_run, model)]:>6.3f} {model:<7} "
                           f"{hist_mode:<5} {name:<22} {z['accept']:>5.2f} {z['reject']:>5.2f} "
                           f"{z['neutral']:>5.1f} {z['inconclusive']:>5.1f} "
-                          f"{z['runs_mean']:>6.2f} {z['runs_p95']:>4.0f} {fmt(0.5)} "
+                          f"{z['runs_mean']:>6.2f} {z['runs_p95']:>4.0f} {_cell_pct(pw, 0.5)} "
                           f"{one['accept']:>6.1f} {one['runs_mean']:>6.2f} "
-                          f"{one['runs_p95']:>4.0f} {fmt(2.0)}")
+                          f"{one['runs_p95']:>4.0f} {_cell_pct(pw, 2.0)}")
             print()
 
 

@@ -134,7 +134,7 @@ class RunSummary:
                 )
             object.__setattr__(self, "median_se_s", float(self.median_se_s))
         if self.multimodal is not None and not isinstance(self.multimodal, bool):
-            raise ValueError(f"multimodal must be a bool or None, got {self.multimodal!r}")  # noqa: TRY004
+            raise ValueError(f"multimodal must be a bool or None, got {self.multimodal!r}")
 
     @property
     def is_control(self) -> bool:

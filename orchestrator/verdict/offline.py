@@ -40,7 +40,9 @@ def _per_run(obj: Mapping[str, Any], key: str, count: int) -> list[Any]:
     if values is None:
         return [None] * count
     if not isinstance(values, list) or len(values) != count:
-        raise ValueError(f"{key} must be a list with one entry per run ({count}), got {values!r}")
+        raise ValueError(
+            f"{key} must be a list with one entry per run ({count}), got {values!r}"
+        )
     return values
 
 
@@ -57,7 +59,7 @@ def _history(value: Any) -> ControlHistory | None:
     if not isinstance(pairs, list) or not all(isinstance(p, list) for p in pairs):
         raise ValueError(f"history pairs must be a list of lists of medians, got {pairs!r}")
     if not isinstance(ids, list):
-        raise ValueError(f"history gate_ids must be a list, got {ids!r}")
+        raise ValueError(f"history gate_ids must be a list, got {ids!r}")  # noqa: TRY004
     try:
         return ControlHistory(pairs=tuple(tuple(p) for p in pairs), gate_ids=tuple(ids))
     except ValueError as exc:
@@ -115,16 +117,16 @@ def verdict_from_json(obj: Any) -> dict[str, Any]:
             malformed field, an unknown policy or parameter, or an invalid gate.
     """
     if not isinstance(obj, Mapping):
-        raise ValueError(f"each gate must be a JSON object, got {type(obj).__name__}")
+        raise ValueError(f"each gate must be a JSON object, got {type(obj).__name__}")  # noqa: TRY004
     unknown = sorted(set(obj) - set(_KEYS))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown}; valid keys: {', '.join(_KEYS)}")
     params = obj.get("params") or {}
     if not isinstance(params, Mapping):
-        raise ValueError(f"params must be an object, got {params!r}")
+        raise ValueError(f"params must be an object, got {params!r}")  # noqa: TRY004
     name = obj.get("policy") or DEFAULT_POLICY_NAME
     if not isinstance(name, str):
-        raise ValueError(f"policy must be a policy name, got {name!r}")
+        raise ValueError(f"policy must be a policy name, got {name!r}")  # noqa: TRY004
     policy = get_policy(name, **params)
     measurement = _measurement(obj)
     history = _history(obj.get("history"))

@@ -96,11 +96,11 @@ def decide_look(stats: LookStats, noise: NoiseEstimate, kind: str,
     if kind == "candidate":
         margin = policy.min_effect_pct
         if stats.high < math.log1p(-margin / 100.0):
-            verdict, text = "accept", f"candidate faster {{where}}, entirely below " \
-                f"{f'-{margin:g}%' if margin else '0%'}"
+            bound = f"-{margin:g}%" if margin else "0%"
+            verdict, text = "accept", f"candidate faster {{where}}, entirely below {bound}"
         elif stats.low > math.log1p(margin / 100.0):
-            verdict, text = "reject", f"candidate slower {{where}}, entirely above " \
-                f"{f'+{margin:g}%' if margin else '0%'}"
+            bound = f"+{margin:g}%" if margin else "0%"
+            verdict, text = "reject", f"candidate slower {{where}}, entirely above {bound}"
         elif in_band:
             verdict, text = "neutral", f"no effect beyond +-{band:g}% {{where}}: do not adopt"
         else:
@@ -108,11 +108,11 @@ def decide_look(stats: LookStats, noise: NoiseEstimate, kind: str,
     else:
         margin = policy.tolerance_pct
         if stats.low > 0.0 and stats.effect > math.log1p(margin / 100.0):
-            verdict, text = "regression", f"timing changed {{where}}, above 0 and estimate " \
-                f"> +{margin:g}%"
+            verdict = "regression"
+            text = f"timing changed {{where}}, above 0 and estimate > +{margin:g}%"
         elif stats.high < 0.0 and stats.effect < math.log1p(-margin / 100.0):
-            verdict, text = "improvement", f"timing changed {{where}}, below 0 and estimate " \
-                f"< -{margin:g}%"
+            verdict = "improvement"
+            text = f"timing changed {{where}}, below 0 and estimate < -{margin:g}%"
         elif in_band:
             verdict, text = "pass", f"timing-neutral within +-{band:g}% {{where}}"
         else:
