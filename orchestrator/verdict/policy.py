@@ -154,7 +154,9 @@ class SequentialPolicy(Policy):
     run-to-run sigma pools the gate's own residuals with consistent control history of
     the same identity, floored by the runs' own median standard errors, and the
     interval's multiplier is a Lan-DeMets group-sequential boundary (Hwang-Shih-DeCani
-    spending) mapped to Student t. Simulated error rates and runs used:
+    spending) mapped to Student t. Candidate copies whose deltas differ in sign are
+    expected noise in a long pattern: the interval decides, there is no sign-conflict
+    rule. Simulated error rates and runs used:
     benchmarks/results/verdict_power_sequential_2026-11-30.txt.
     """
 
