@@ -18,6 +18,8 @@ def import_log_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """Parse run logs, keep them with their SHA-256 and store the runs in the ledger."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from orchestrator.db.session import session_scope
     from orchestrator.usecases.imports import import_log
 
@@ -33,6 +35,9 @@ def import_log_cmd(
                 )
         except AxbgateError as exc:
             errors.append(f"{path}: {exc}")
+        except (SQLAlchemyError, OSError) as exc:  # one file's failure never stops the others
+            first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:300]
+            errors.append(f"{path}: not stored ({type(exc).__name__}: {first})")
     for message in errors:
         typer.echo(f"axbgate: error: {message}", err=True)
     if as_json:
@@ -49,6 +54,8 @@ def import_log_cmd(
             + (f" error={s.error}" if s.error else "")
             + (f" health={s.health_verdict}" if s.health_verdict else "")
         )
+        for note in s.notes:
+            typer.echo(f"{s.path}: note: {note}", err=True)
         if s.median_mismatch:
             typer.echo(
                 f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "

@@ -64,7 +64,7 @@ class _StepStream:
         self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.failure: str | None = None
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, line: bytes) -> None:
         if self.failure is not None:
             return
         from orchestrator.domain.records import step_row
@@ -72,7 +72,7 @@ class _StepStream:
         try:
             step = self.parser.feed(line)
         except Exception as exc:  # a record the parser cannot survive fails the run only
-            self.failure = f"record output unreadable at line {self.parser._line_no}: {exc!r}"
+            self.failure = f"record output unreadable at line {self.parser.line_no}: {exc!r}"
             return
         if step is not None:
             self.out.write(json.dumps(step_row(step), allow_nan=True) + "\n")
@@ -185,7 +185,8 @@ class _Driver:
 
     def _health(self, tag: str) -> str:
         """Run the health gate; write what it found to ``<tag>.json``; raise if failed."""
-        from orchestrator.domain.records import health_check_rows, parse
+        from orchestrator.domain.records import health_check_rows
+        from orchestrator.executors.files import parse_log_file
 
         spec = self.plan.health
         log_path = self.paths.health_log(tag)
@@ -201,7 +202,7 @@ class _Driver:
                           float(spec.get("timeout_s", 300)))
         verdict, reason, facts, checks = "failed", step.error, {}, []
         try:
-            parsed = parse(log_path.read_text(errors="replace"))
+            parsed = parse_log_file(log_path)
             facts = dict(parsed.allocation or {})
             checks = health_check_rows(parsed)
             verdict = facts.get("health_verdict", "failed")
@@ -259,7 +260,8 @@ class _Driver:
         except RecordError as exc:
             return {}, step_error or f"malformed record output: {exc}"
         outcome = measure_run(parsed, expected_warmup_steps=self.plan.num_warmup_steps,
-                              expected_measured_steps=self.plan.num_measured_steps)
+                              expected_measured_steps=self.plan.num_measured_steps,
+                              require_slowest_rank=True)
         error = step_error or outcome.error
         return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
                 "log_median_step_s": outcome.log_median_step_s,
