@@ -98,13 +98,15 @@ class RecordParser:
 
     Args:
         keep_steps: Also keep every :class:`StepRecord` in ``parsed.steps`` (small logs).
+        first_line_no: Line number of the first line fed (2 when the log file holds a
+            header line the parser is not fed), so errors name the line of the file.
     """
 
-    def __init__(self, *, keep_steps: bool = False) -> None:
+    def __init__(self, *, keep_steps: bool = False, first_line_no: int = 1) -> None:
         self.parsed = ParsedLog()
         self.error: RecordError | None = None
         self.keep_steps = keep_steps
-        self.line_no = 0
+        self.line_no = first_line_no - 1
         """Lines fed so far (the 1-based number of the last one)."""
         self._dialects: set[str] = set()
         self._retained_bytes = 0
@@ -253,6 +255,9 @@ class RecordParser:
                 parsed.result["peak_allocated_bytes"] = bytes_
                 parsed.notes.append("peak_allocated_bytes is BF16_PEAK_GIB x 2^30 (printed with 6 "
                                     "decimals: within about 1 KiB)")
+            if parsed.result is not None and parsed.result.get("world_size") is None:
+                # Only the single-GPU wrapper prints it, after checking world size 1.
+                parsed.result["world_size"] = 1
             parsed.provenance["bf16_peak_gib"] = self._peak_gib
         dialects = self._dialects
         parsed.dialect = None if not dialects else ("mixed" if len(dialects) > 1 else next(iter(dialects)))

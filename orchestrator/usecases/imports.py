@@ -86,17 +86,15 @@ def _already_imported(session: Session, sha256: str, base: dict) -> RunImportPub
     existing = store.artifacts.get_imported_log(session=session, sha256=sha256)
     assert existing is not None, "claim_imported_log found a row that is not there"
     base = {**base, "stored_path": existing.path, "already_imported": True}
+    allocation = existing.allocation_id and store.allocations.get_allocation(
+        session=session, allocation_id=existing.allocation_id)
+    health = {"health_verdict": allocation.health_verdict if allocation else None,
+              "num_health_checks": len(allocation.health_checks) if allocation else 0}
     if existing.run_id is not None:
         run = store.runs.get_run(session=session, run_id=existing.run_id)
         base["dialect"] = (run.result_extra or {}).get("log_dialect")
-        return _summary_from_run(run, base)
-    allocation = existing.allocation_id and store.allocations.get_allocation(
-        session=session, allocation_id=existing.allocation_id)
-    return RunImportPublic(
-        **base, allocation_id=existing.allocation_id,
-        health_verdict=allocation.health_verdict if allocation else None,
-        num_health_checks=len(allocation.health_checks) if allocation else 0,
-    )
+        return _summary_from_run(run, base).model_copy(update=health if allocation else {})
+    return RunImportPublic(**base, allocation_id=existing.allocation_id, **health)
 
 
 class _StepWriter:

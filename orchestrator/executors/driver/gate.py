@@ -57,11 +57,13 @@ class _StepStream:
     """Feeds a run's output lines to the record parser and appends every step record to
     the run's step stream as one JSON line (the poller's live view of the run)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, log_name: str) -> None:
         from orchestrator.domain.records import RecordParser
 
-        self.parser = RecordParser()
+        # The run log's first line is the driver's "# axbgate step:" header, not output.
+        self.parser = RecordParser(first_line_no=2)
         self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.log_name = log_name
         self.failure: str | None = None
 
     def __call__(self, line: bytes) -> None:
@@ -258,7 +260,7 @@ class _Driver:
         try:
             parsed = stream.parser.finish()
         except RecordError as exc:
-            return {}, step_error or f"malformed record output: {exc}"
+            return {}, step_error or f"malformed record output in {stream.log_name}: {exc}"
         outcome = measure_run(parsed, expected_warmup_steps=self.plan.num_warmup_steps,
                               expected_measured_steps=self.plan.num_measured_steps,
                               require_slowest_rank=True)
@@ -282,7 +284,8 @@ class _Driver:
         started = _now()
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": started, "command": argv})
-        stream = _StepStream(self.paths.run_steps(order, role))
+        stream = _StepStream(self.paths.run_steps(order, role),
+                             str(log_path.relative_to(self.paths.root)))
         try:
             step = self._step(argv, env, source_dir or self.paths.root, log_path, plan.run_timeout_s,
                               on_line=stream)
