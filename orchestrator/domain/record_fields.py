@@ -111,16 +111,57 @@ def _step_seconds(value: float | None, key: str, line_no: int) -> float | None:
     return value
 
 
+_STEP_KNOWN = frozenset({"v", "step", "slowest_rank_step_s", "rank_step_s", "loss", "grad_norm", "phase",
+                         "lr"})
+_INF = math.inf
+_INT64_MAX = 2**63 - 1
+_PHASES = frozenset({"warmup", "measured"})
+
+
+def _step_index(obj: dict[str, Any], line_no: int) -> int:
+    step = obj.get("step")
+    if type(step) is not int or not 0 <= step <= 2**63 - 1:
+        step = _int(obj, "step", line_no, required=True)
+        if step is None or step < 0:
+            raise RecordError(line_no, f"step must be >= 0, got {step}")
+    return step
+
+
+def _seconds(obj: dict[str, Any], key: str | None, line_no: int, required: bool) -> float | None:
+    value = obj.get(key) if key else None
+    if type(value) is float and 0.0 < value < _INF:  # the common case, checked fast
+        return value
+    if key is None:
+        return None
+    return _step_seconds(_float(obj, key, line_no, required=required), key, line_no)
+
+
+def _optional_float(obj: dict[str, Any], key: str, line_no: int) -> float | None:
+    value = obj.get(key)
+    return value if value is None or type(value) is float else _float(obj, key, line_no, required=False)
+
+
 def parse_step(obj: dict[str, Any], line_no: int, harness: bool) -> StepRecord:
     """Fields of an ``AXBGATE_STEP`` / ``BF16_STEP`` record.
 
     ``BF16_STEP`` carries rank 0's own ``step_time_sec`` (stored as ``rank_step_s``); a
-    slowest-rank key (``true_wall_slowest_rank_sec``, ...) is read when present.
+    slowest-rank key (``true_wall_slowest_rank_sec``, ...) is read when present. Only the
+    fields below are stored; other keys are kept in ``extra`` unchecked.
 
     Raises:
         RecordError: A required key is missing, or a value has the wrong type or range.
     """
-    known = {"v", "step", "slowest_rank_step_s", "rank_step_s", "loss", "grad_norm", "phase"}
+    if not harness:  # the bundled trainer's lines: every field checked in one expression
+        step, slowest, rank = obj.get("step"), obj.get("slowest_rank_step_s"), obj.get("rank_step_s")
+        loss, grad_norm, phase = obj.get("loss"), obj.get("grad_norm"), obj.get("phase")
+        if (type(step) is int and 0 <= step <= _INT64_MAX and type(slowest) is float and 0.0 < slowest < _INF
+                and (rank is None or (type(rank) is float and 0.0 < rank < _INF))
+                and (loss is None or type(loss) is float) and (grad_norm is None or type(grad_norm) is float)
+                and (phase is None or phase in _PHASES)):
+            extra = {} if _STEP_KNOWN.issuperset(obj) else {k: v for k, v in obj.items() if k not in _STEP_KNOWN}
+            return StepRecord(line_no, step, slowest, rank, loss, grad_norm, phase, extra)
+    known = _STEP_KNOWN
+    time_key: str | None = "slowest_rank_step_s"
     rank_key = "rank_step_s"
     if harness:
         time_key = _first_key(obj, _HARNESS_SLOWEST_KEYS)
@@ -128,32 +169,26 @@ def parse_step(obj: dict[str, Any], line_no: int, harness: bool) -> StepRecord:
         if time_key is None and rank_key not in obj:
             raise RecordError(line_no, "BF16_STEP needs step_time_sec (rank 0's step time) or "
                                        f"one of {', '.join(_HARNESS_SLOWEST_KEYS)}")
-        known |= {time_key or "", rank_key}
-    else:
-        time_key = "slowest_rank_step_s"
-    slowest = _step_seconds(_float(obj, time_key, line_no, required=not harness) if time_key else None,
-                            time_key or "", line_no)
-    rank = _step_seconds(_float(obj, rank_key, line_no, required=False), rank_key, line_no)
+        known = known | {time_key or "", rank_key}
     phase = obj.get("phase")
     if phase is None and isinstance(obj.get("warmup"), bool):
         phase = "warmup" if obj["warmup"] else "measured"
-        known.add("warmup")
-    if phase is not None and (not isinstance(phase, str) or len(phase) > 16):
-        raise RecordError(line_no, f"phase must be a string of at most 16 characters, got {str(phase)[:40]!r}")
-    step = _int(obj, "step", line_no, required=True)
-    if step is None or step < 0:
-        raise RecordError(line_no, f"step must be >= 0, got {step}")
+        known = known | {"warmup"}
+    if phase is not None and not (isinstance(phase, str) and len(phase) <= 16
+                                  and phase.isascii() and phase.isprintable()):
+        raise RecordError(line_no, "phase must be printable ASCII of at most 16 characters, "
+                                   f"got {str(phase)[:40]!r}")
     return StepRecord(
         line_no=line_no,
-        step=step,
-        slowest_rank_step_s=slowest,
-        rank_step_s=rank,
+        step=_step_index(obj, line_no),
+        slowest_rank_step_s=_seconds(obj, time_key, line_no, required=not harness),
+        rank_step_s=_seconds(obj, rank_key, line_no, required=False),
         # loss and grad_norm may be NaN/inf in JSON ("NaN"): kept as floats so the
         # run can be failed for it, not rejected as unparsable.
-        loss=_float(obj, "loss", line_no, required=False),
-        grad_norm=_float(obj, "grad_norm", line_no, required=False),
+        loss=_optional_float(obj, "loss", line_no),
+        grad_norm=_optional_float(obj, "grad_norm", line_no),
         phase=phase,
-        extra={k: v for k, v in obj.items() if k not in known},
+        extra={} if known.issuperset(obj) else {k: v for k, v in obj.items() if k not in known},
     )
 
 

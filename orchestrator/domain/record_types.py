@@ -9,7 +9,9 @@ compact arrays (8 bytes per number), not as a list of objects; callers that want
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import operator
 from array import array
 from typing import Any
 
@@ -133,20 +135,19 @@ class ParsedLog:
     def add_step(self, step: StepRecord) -> None:
         """Append one step record to the compact series."""
         self.step_index.append(step.step)
-        slowest = step.slowest_rank_step_s
+        slowest, rank = step.slowest_rank_step_s, step.rank_step_s
         self.step_slowest_s.append(math.nan if slowest is None else slowest)
-        self.step_rank_s.append(math.nan if step.rank_step_s is None else step.rank_step_s)
+        self.step_rank_s.append(math.nan if rank is None else rank)
         if self.non_finite is None:
-            for name in ("loss", "grad_norm"):
-                value = getattr(step, name)
-                if value is not None and not math.isfinite(value):
+            for name, value in (("loss", step.loss), ("grad_norm", step.grad_norm)):
+                if value is not None and not -math.inf < value < math.inf:
                     self.non_finite = (f"non-finite {name} ({value}) at step {step.step} "
                                        f"(log line {step.line_no})")
                     break
 
     def _in_step_order(self, values: array) -> list[float]:
         index = self.step_index
-        if all(index[i] <= index[i + 1] for i in range(len(index) - 1)):
+        if all(map(operator.le, index, itertools.islice(index, 1, None))):  # the common case
             return values.tolist()
         order = sorted(range(len(index)), key=index.__getitem__)
         return [values[i] for i in order]
@@ -165,9 +166,9 @@ class ParsedLog:
         if self.timing is not None and self.timing.get("slowest_rank_step_s"):
             return StepSeries(list(self.timing["slowest_rank_step_s"]), "slowest_rank")
         if self.num_steps:
-            if not any(math.isnan(v) for v in self.step_slowest_s):
+            if not any(map(math.isnan, self.step_slowest_s)):
                 return StepSeries(self._in_step_order(self.step_slowest_s), "slowest_rank")
-            if not any(math.isnan(v) for v in self.step_rank_s):
+            if not any(map(math.isnan, self.step_rank_s)):
                 return StepSeries(self._in_step_order(self.step_rank_s), "rank0")
             raise RecordError(0, "some step records carry neither a slowest-rank nor a rank time")
         raise RecordError(0, "log has no timing record and no step records")

@@ -19,7 +19,7 @@ from orchestrator import store
 from orchestrator.db.models import Artifact, Run
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.domain.measure import MEDIAN_MISMATCH_REL, RunOutcome, measure_run
-from orchestrator.domain.records import ParsedLog, RecordParser, health_check_rows, step_row
+from orchestrator.domain.records import ParsedLog, RecordParser, StepRecord, health_check_rows
 from orchestrator.executors.files import hash_file, keep_file, read_lines
 from orchestrator.schemas import RunImportPublic
 
@@ -103,21 +103,29 @@ class _StepWriter:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.run: Run | None = None
-        self.rows: list[dict] = []
+        self.rows: list[tuple] = []
+        self.last_step = -1
+        self.increasing = True
+        """Steps so far strictly increase: none can already be stored for the new run."""
 
     def get_run(self) -> Run:
         if self.run is None:
             self.run = store.runs.create_run(session=self.session, role=None, order=0, status="running")
         return self.run
 
-    def add(self, row: dict) -> None:
-        self.rows.append(row)
+    def add(self, step: StepRecord) -> None:
+        if step.step <= self.last_step:
+            self.increasing = False
+        self.last_step = step.step
+        self.rows.append((step.step, step.slowest_rank_step_s, step.rank_step_s, step.loss,
+                          step.grad_norm, step.phase))
         if len(self.rows) >= _STEP_BATCH:
             self.flush()
 
     def flush(self) -> None:
         if self.rows:
-            store.runs.add_steps(session=self.session, run=self.get_run(), steps=self.rows)
+            store.runs.add_step_rows(session=self.session, run=self.get_run(), rows=self.rows,
+                                     new_steps=self.increasing)
             self.rows = []
 
 
@@ -129,7 +137,7 @@ def _parse_and_store_steps(path: Path, writer: _StepWriter) -> ParsedLog:
             if parser.error is not None:
                 raise parser.error  # stops at the first bad record; the caller rolls back
             if step is not None:
-                writer.add(step_row(step))
+                writer.add(step)
     return parser.finish()
 
 

@@ -24,7 +24,7 @@ from orchestrator.usecases import gates as use_cases
 from tests.factories import harness_gate, open_ledger, submit
 
 BAD = ("deep", "int70", "nan", "bigline", "badutf8", "nul")
-REASONS = {"deep": "deeper than 64", "int70": "64-bit", "nan": "slowest_rank_step_s is nan",
+REASONS = {"deep": "deeper than 64", "int70": "64-bit", "nan": "slowest_rank_step_s must be a positive finite number of seconds, got nan",
            "bigline": "limit is 1048576 bytes", "badutf8": "not valid UTF-8", "nul": "NUL"}
 
 

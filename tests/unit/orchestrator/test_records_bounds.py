@@ -73,7 +73,7 @@ def test_bad_record_fails_naming_its_line(name):
 @pytest.mark.parametrize("name,fragment", [
     ("deep_nesting_unclosed", f"deeper than {MAX_JSON_DEPTH}"),
     ("int_2_70_step", "64-bit"), ("int_2_70_nested", "64-bit"), ("int_2_70_float_form", "64-bit"),
-    ("nan_step_time", "slowest_rank_step_s is nan"), ("infinity_result", "median_step_s is inf"),
+    ("nan_step_time", "slowest_rank_step_s must be a positive finite number of seconds, got nan"), ("infinity_result", "median_step_s is inf"),
     ("overflow_float", "mfu_pct is inf"), ("ten_mb_line", "limit is 1048576 bytes"),
     ("invalid_utf8", "not valid UTF-8 (byte 0xff"), ("nul_byte", "NUL"), ("nul_escape", "NUL"),
     ("lone_surrogate", "surrogate"), ("bad_allocation", "gpu_model"),
