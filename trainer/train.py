@@ -341,7 +341,7 @@ def main(recipe: Recipe) -> int:
                     "step": i, "slowest_rank_step_s": s, "rank_step_s": per_rank[0][i],
                     "phase": "warmup" if i < m.warmup_steps else "measured",
                     "loss": log.loss[i], "grad_norm": log.grad_norm[i], "lr": t.lr})
-            records.emit("AXBGATE_TIMING", {
+            records.emit_timing({
                 "slowest_rank_step_s": slowest, "num_warmup_steps": m.warmup_steps,
                 "num_measured_steps": m.measured_steps, "per_rank_step_s": per_rank})
             records.emit("AXBGATE_RESULT", _result(recipe, d, slowest, gpu_model, peak, memory))

@@ -133,3 +133,18 @@ def test_random_bytes_never_raise_from_feed():
         parser.feed(line.replace(b"\n", b" "))
         parser.feed(("AXBGATE_STEP " + json.dumps({"step": rng.randint(-5, 5), "x": rng.random()})).encode())
     assert parser.line_no == 6000
+
+
+def test_trainer_timing_record_of_a_long_run_fits_the_line_limit():
+    from trainer import records as trainer_records
+
+    n, out = 80_000, io.StringIO()
+    for i in range(n):
+        trainer_records.emit("AXBGATE_STEP", {"step": i, "slowest_rank_step_s": 0.4 + i * 1e-9}, out)
+    trainer_records.emit_timing({"slowest_rank_step_s": [0.4 + i * 1e-9 for i in range(n)],
+                                 "num_warmup_steps": 10, "num_measured_steps": n - 10,
+                                 "per_rank_step_s": [[0.4] * n] * 8}, out)
+    parsed = parse(out.getvalue())
+    assert parsed.timing["slowest_rank_step_s"] is None  # left out; the step records carry it
+    outcome = measure_run(parsed)
+    assert outcome.status == "succeeded" and len(outcome.fields["slowest_rank_step_s"]) == n
