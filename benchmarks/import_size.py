@@ -66,7 +66,7 @@ def child_import(log: str, profile: bool) -> None:
 
         prof = cProfile.Profile()
         code = prof.runcall(main, ["import-log", log, "--json"])
-        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     else:
         code = main(["import-log", log, "--json"])
     seconds = time.perf_counter() - t0
