@@ -55,6 +55,16 @@ class RunOutcome:
     notes: tuple[str, ...] = ()
 
 
+def _check_window(warmup: int, measured: int, warmup_bounds: tuple[int, int] | None,
+                  min_measured_steps: int | None) -> str | None:
+    if warmup_bounds is not None and not warmup_bounds[0] <= warmup <= warmup_bounds[1]:
+        return (f"the run used {warmup} warmup steps, the gate's rule allows "
+                f"{warmup_bounds[0]}-{warmup_bounds[1]}")
+    if min_measured_steps is not None and measured < min_measured_steps:
+        return f"the run measured {measured} steps, the gate asked for at least {min_measured_steps}"
+    return None
+
+
 def _static_fields(parsed: ParsedLog) -> dict[str, Any]:
     """Run columns that do not depend on the step series: result numbers, provenance."""
     result = parsed.result or {}
@@ -110,6 +120,8 @@ def measure_run(
     *,
     expected_warmup_steps: int | None = None,
     expected_measured_steps: int | None = None,
+    warmup_bounds: tuple[int, int] | None = None,
+    min_measured_steps: int | None = None,
     require_slowest_rank: bool = False,
 ) -> RunOutcome:
     """Compute a run's measurement from its parsed log.
@@ -118,7 +130,11 @@ def measure_run(
         parsed: Output of :class:`orchestrator.domain.records.RecordParser`.
         expected_warmup_steps: Warmup count the gate asked for; defaults to the log's
             (for a harness log that states none, the harness's fixed 10, with a note).
-        expected_measured_steps: Measured count the gate asked for; defaults to the log's.
+        expected_measured_steps: Measured count the gate asked for (fixed window);
+            defaults to the log's.
+        warmup_bounds: Under a steady-state warmup rule, the fewest and most warmup
+            steps the rule allows (the log's count must lie within).
+        min_measured_steps: Under a time window, the fewest measured steps allowed.
         require_slowest_rank: Fail a multi-rank run whose only series is rank 0's own
             step time (gates); an import keeps it with a note instead.
 
@@ -164,8 +180,15 @@ def measure_run(
         return failed(
             f"the run measured {measured} steps, the gate asked for {expected_measured_steps}"
         )
+    window_error = _check_window(warmup, measured, warmup_bounds, min_measured_steps)
+    if window_error:
+        return failed(window_error)
     fields["num_warmup_steps"] = warmup
     fields["num_measured_steps"] = measured
+    if parsed.timeline:
+        fields["result_extra"]["timeline"] = parsed.timeline
+    if parsed.timing is not None and (parsed.timing.get("extra") or {}).get("warmup_rule"):
+        fields["result_extra"]["warmup_rule"] = parsed.timing["extra"]["warmup_rule"]
     if len(times) < warmup + measured:
         return failed(f"the run finished {len(times)} of {warmup + measured} steps")
     try:

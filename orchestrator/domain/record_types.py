@@ -104,6 +104,7 @@ class ParsedLog:
         health: Health-check records.
         allocation: The allocation summary record or ``None``.
         num_record_lines: How many lines were records.
+        timeline: The run's phase times (``AXBGATE_TIMELINE``, Unix seconds) or ``None``.
         step_index: Step index of every step record, log order.
         step_slowest_s: Slowest-rank seconds of every step record (NaN: not printed).
         step_rank_s: The printing rank's own seconds of every step record (NaN: not printed).
@@ -120,6 +121,7 @@ class ParsedLog:
     health: list[HealthRecord] = dataclasses.field(default_factory=list)
     allocation: dict[str, Any] | None = None
     num_record_lines: int = 0
+    timeline: dict[str, Any] | None = None
     step_index: array = dataclasses.field(default_factory=lambda: array("q"))
     step_slowest_s: array = dataclasses.field(default_factory=lambda: array("d"))
     step_rank_s: array = dataclasses.field(default_factory=lambda: array("d"))

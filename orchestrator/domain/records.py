@@ -57,6 +57,7 @@ RECORD_PREFIXES = (
     "AXBGATE_PROVENANCE",
     "AXBGATE_HEALTH",
     "AXBGATE_ALLOCATION",
+    "AXBGATE_TIMELINE",
     "BF16_STEP",
     "BF16_TIMING",
     "BF16_RESULT",
@@ -242,6 +243,9 @@ class RecordParser:
             if len(parsed.health) >= MAX_HEALTH_RECORDS:
                 raise RecordError(line_no, f"more than {MAX_HEALTH_RECORDS} health records in one log")
             parsed.health.append(parse_health(obj, line_no, harness))
+        elif kind == "TIMELINE":
+            parsed.timeline = {k: v for k, v in obj.items()
+                               if k != "v" and isinstance(v, (int, float)) and not isinstance(v, bool)}
         elif kind == "ALLOCATION":
             parsed.allocation = parse_allocation(obj, line_no)
         else:  # BF16_SEMANTICS and the harness's informational records

@@ -14,7 +14,6 @@ database or the API.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -22,11 +21,15 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
+from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, run_step
+from orchestrator.executors.driver.stream import StepStream
 from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
@@ -51,37 +54,6 @@ def _now() -> str:
 
 def _substitute(arg: str, values: dict[str, str]) -> str:
     return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
-
-
-class _StepStream:
-    """Feeds a run's output lines to the record parser and appends every step record to
-    the run's step stream as one JSON line (the poller's live view of the run)."""
-
-    def __init__(self, path: Path, log_name: str) -> None:
-        from orchestrator.domain.records import RecordParser
-
-        # The run log's first line is the driver's "# axbgate step:" header, not output.
-        self.parser = RecordParser(first_line_no=2)
-        self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.log_name = log_name
-        self.failure: str | None = None
-
-    def __call__(self, line: bytes) -> None:
-        if self.failure is not None:
-            return
-        from orchestrator.domain.records import step_row
-
-        try:
-            step = self.parser.feed(line)
-        except Exception as exc:  # a record the parser cannot survive fails the run only
-            self.failure = f"record output unreadable at line {self.parser.line_no}: {exc!r}"
-            return
-        if step is not None:
-            self.out.write(json.dumps(step_row(step), allow_nan=True) + "\n")
-            self.out.flush()
-
-    def close(self) -> None:
-        self.out.close()
 
 
 class _Driver:
@@ -132,10 +104,34 @@ class _Driver:
             self.cancel_reason = f"allocation received {signal.Signals(signum).name}"
 
     def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
-              deadline_s: float, on_line=None):
+              deadline_s: float, on_line=None, spawn=None):
         return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
-                        cancel_reason=lambda: self.cancel_reason, on_line=on_line)
+                        cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn)
+
+    def _start_fork_server(self) -> None:
+        """Start the trainer's fork server now, so torch is imported while health runs."""
+        self.fork_server = None
+        if not (self.plan.fork_server and self.plan.workload.get("recipe")) or self.under_slurm:
+            return
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([self.plan.project_root, env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep)
+        self.fork_server = ForkServer(self.plan.python, self.paths.fork_server_socket,
+                                      self.paths.fork_server_log, env)
+
+    def _fork_spawner(self, side: str, source_dir: Path | None, env: dict[str, str], cwd: Path):
+        """A spawn callable for run_step, or None (and why) when torchrun must be used."""
+        server = getattr(self, "fork_server", None)
+        why = "fork server off" if server is None else fork_server_usable(
+            self.plan.sides[side].get("env", {}), source_dir)
+        if why is None and not server.ready(timeout_s=180.0):
+            why = f"fork server did not start (see {self.paths.fork_server_log})"
+        if why is not None:
+            self.status.setdefault("launch_notes", []).append(why)
+            return None
+        args = ["--recipe", self.plan.workload["recipe"], *self._recipe_overrides(side)]
+        return lambda: server.spawn(args, env=env, cwd=cwd, nproc=self.plan.ranks_per_node)
 
     def _preamble(self) -> dict[str, str]:
         """Launch environment of the next step: fresh MASTER_PORT every call."""
@@ -156,9 +152,11 @@ class _Driver:
         env = dict(os.environ)
         env.update(self._preamble())
         env.update(MULTICAST_OFF)
-        # One compile cache per allocation, so X and B do not pay A's compile again.
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(self.paths.compile_cache / "inductor")
-        env["TRITON_CACHE_DIR"] = str(self.paths.compile_cache / "triton")
+        # One compile cache per allocation, so X and B do not pay A's compile again; an
+        # operator who set a cache for the whole cluster (e.g. on a shared filesystem) keeps
+        # it (Inductor keys its entries by graph and configuration, so sharing is safe).
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.paths.compile_cache / "inductor"))
+        env.setdefault("TRITON_CACHE_DIR", str(self.paths.compile_cache / "triton"))
         env["PYTHONUNBUFFERED"] = "1"
         root = str(source_dir) if source_dir is not None else self.plan.project_root
         env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -225,14 +223,23 @@ class _Driver:
             raise _GateFailed(reason or "health gate failed")
         return verdict
 
+    def _recipe_overrides(self, side: str) -> list[str]:
+        plan = self.plan
+        overrides = [
+            *plan.sides[side].get("recipe_overrides", []),
+            f"measure.warmup_steps={plan.num_warmup_steps}",
+            f"measure.measured_steps={plan.num_measured_steps}",
+            f"measure.warmup_mode={plan.warmup_mode}",
+            f"measure.max_warmup_steps={plan.max_warmup_steps}",
+        ]
+        if plan.measured_seconds is not None:
+            overrides.append(f"measure.measured_seconds={plan.measured_seconds}")
+        return overrides
+
     def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:
         plan = self.plan
         if plan.workload.get("recipe"):
-            overrides = [
-                *plan.sides[side].get("recipe_overrides", []),
-                f"measure.warmup_steps={plan.num_warmup_steps}",
-                f"measure.measured_steps={plan.num_measured_steps}",
-            ]
+            overrides = self._recipe_overrides(side)
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
                 return self._srun() + [plan.python, *trainer]
@@ -250,7 +257,7 @@ class _Driver:
         }
         return [_substitute(arg, values) for arg in plan.workload["command"]]
 
-    def _measure(self, stream: _StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
+    def _measure(self, stream: StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
         """The run's measured outcome from its parsed output (the one parse of the log)."""
         from orchestrator.domain.errors import RecordError
         from orchestrator.domain.measure import measure_run
@@ -261,9 +268,16 @@ class _Driver:
             parsed = stream.parser.finish()
         except RecordError as exc:
             return {}, step_error or f"malformed record output in {stream.log_name}: {exc}"
-        outcome = measure_run(parsed, expected_warmup_steps=self.plan.num_warmup_steps,
-                              expected_measured_steps=self.plan.num_measured_steps,
-                              require_slowest_rank=True)
+        plan = self.plan
+        steady, window = plan.warmup_mode == "steady", plan.measured_seconds is not None
+        outcome = measure_run(
+            parsed,
+            expected_warmup_steps=None if steady else plan.num_warmup_steps,
+            expected_measured_steps=None if (steady or window) else plan.num_measured_steps,
+            warmup_bounds=(plan.num_warmup_steps, plan.max_warmup_steps) if steady else None,
+            min_measured_steps=plan.num_measured_steps if (steady or window) else None,
+            require_slowest_rank=True,
+        )
         error = step_error or outcome.error
         return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
                 "log_median_step_s": outcome.log_median_step_s,
@@ -284,56 +298,71 @@ class _Driver:
         started = _now()
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": started, "command": argv})
-        stream = _StepStream(self.paths.run_steps(order, role),
-                             str(log_path.relative_to(self.paths.root)))
+        launch_unix = time.time()
+        stream = StepStream(self.paths.run_steps(order, role), str(log_path.relative_to(self.paths.root)))
+        cwd = source_dir or self.paths.root
+        spawn = None
+        if plan.workload.get("recipe") and not self.under_slurm:
+            spawn = self._fork_spawner(side, source_dir, env, cwd)
+            if spawn is not None:
+                argv = ["(fork server)", plan.python, "-m", "trainer", "train", "--recipe",
+                        plan.workload["recipe"], *self._recipe_overrides(side)]
         try:
-            step = self._step(argv, env, source_dir or self.paths.root, log_path, plan.run_timeout_s,
-                              on_line=stream)
+            step = self._step(argv, env, cwd, log_path, plan.run_timeout_s, on_line=stream,
+                              spawn=spawn)
         finally:
             stream.close()
+        exit_unix = time.time()
         outcome, error = self._measure(stream, step.error)
-        measured_s = None
-        if outcome.get("status") == "succeeded":
-            times = outcome["fields"]["slowest_rank_step_s"]
-            measured_s = sum(times[plan.num_warmup_steps:plan.num_warmup_steps + plan.num_measured_steps])
+        phases = run_phases(outcome.get("fields") or {}, launch_unix, exit_unix)
         sha, size = hash_file(log_path)
         write_json_atomic(self.paths.run_result(order, role), {
             "order": order, "role": role, "side": side, "exit_code": step.exit_code,
             "status": "failed" if error else "succeeded", "error": error,
-            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s, "measured_s": measured_s,
+            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s,
+            "measured_s": phases.get("measured_s"), "launch_unix": launch_unix,
+            "exit_unix": exit_unix, "phases": phases,
             "command": argv, "env_overrides": plan.sides[side].get("env", {}),
             "source_dir": str(source_dir) if source_dir else None,
             "source_sha": (plan.sides[side].get("source") or {}).get("sha"),
             "log_sha256": sha, "log_size_bytes": size, "outcome": outcome,
         })
-        self.status["timeline"].append(
-            {"phase": "run", "order": order, "role": role, "wall_s": step.wall_s, "measured_s": measured_s}
-        )
+        # Wall time from launch (including a wait for the fork server) to exit.
+        self.status["timeline"].append({"phase": "run", "order": order, "role": role,
+                                        "wall_s": exit_unix - launch_unix, **phases})
         self._save_status()
         if error:
             raise _GateFailed(f"run {order} ({role}) failed: {error}")
         return outcome["fields"]
 
-    def _inconclusive(self, runs: list[tuple[str, dict[str, Any]]]) -> bool:
-        """The primary verdict of the runs so far, with the same builder and control
-        history as the verdict the service will store."""
-        from orchestrator.verdict import RunSummary, history_from_pairs, judge_policies
+    def _more_roles(self, runs: list[tuple[str, dict[str, Any]]], extends: int) -> list[str]:
+        """Roles to append once the planned ones ran: what the primary policy asks for
+        (sequential), or ``X B`` while inconclusive within ``max_extend`` (other policies);
+        decided with the same builder, parameters and history as the stored verdict."""
+        from orchestrator.verdict import (
+            history_from_pairs,
+            judge_policies,
+            plan_next_roles,
+            summary_from_fields,
+        )
 
-        summaries = [RunSummary(role=role, order=i, median_step_s=f["median_step_s"],
-                                local_batch_size=f.get("local_batch_size"),
-                                grad_accum_steps=f.get("grad_accum_steps"),
-                                world_size=f.get("world_size"))
-                     for i, (role, f) in enumerate(runs)]
-        primary = judge_policies(summaries, kind=self.plan.kind, policy=self.plan.policy,
-                                 params=self.plan.policy_params,
-                                 history=history_from_pairs(self.plan.control_history),
-                                 others=False)[0]
-        return primary.verdict == "inconclusive"
+        plan = self.plan
+        summaries = [summary_from_fields(role, i, f) for i, (role, f) in enumerate(runs)]
+        history = history_from_pairs(plan.control_history)
+        if plan.policy == "sequential":
+            return list(plan_next_roles(summaries, policy=plan.policy, params=plan.policy_params,
+                                        history=history))
+        if extends >= plan.max_extend or plan.kind != "candidate":
+            return []
+        primary = judge_policies(summaries, kind=plan.kind, policy=plan.policy,
+                                 params=plan.policy_params, history=history, others=False)[0]
+        return ["X", "B"] if primary.verdict == "inconclusive" else []
 
     def run(self) -> dict[str, Any]:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
         self._save_status()
+        self._start_fork_server()
         try:
             sources = self._source_dirs()
             self._save_status(sources={k: str(v) if v else None for k, v in sources.items()})
@@ -344,11 +373,12 @@ class _Driver:
             while len(done) < len(self.roles):
                 order = len(done)
                 done.append((self.roles[order], self._run(order, self.roles[order], sources)))
-                if (len(done) == len(self.roles) and extends < self.plan.max_extend
-                        and self.plan.kind == "candidate" and self._inconclusive(done)):
-                    extends += 1
-                    self.roles.extend(["X", "B"])
-                    self._save_status(roles=self.roles, extends=extends)
+                if len(done) == len(self.roles):
+                    more = self._more_roles(done, extends)
+                    if more:
+                        extends += 1
+                        self.roles.extend(more)
+                        self._save_status(roles=self.roles, extends=extends)
             self._save_status(state="finished", ended_at=_now())
         except Cancelled as exc:
             state = "failed" if self.time_limit_hit else "cancelled"
@@ -358,6 +388,9 @@ class _Driver:
         except Exception as exc:  # the driver itself broke: record it, never hang
             self.paths.driver_error.write_text(traceback.format_exc())
             self._save_status(state="failed", reason=f"driver error: {exc!r}", ended_at=_now())
+        finally:
+            if getattr(self, "fork_server", None) is not None:
+                self.fork_server.stop()
         return self.status
 
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from orchestrator.domain.record_limits import MAX_RECORD_LINE_BYTES
 
@@ -153,7 +154,8 @@ def _stop(child: subprocess.Popen) -> None:
 def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
              deadline_s: float, max_log_bytes: int, pgid_file: Path,
              cancel_reason: Callable[[], str | None],
-             on_line: Callable[[bytes], None] | None = None) -> StepResult:
+             on_line: Callable[[bytes], None] | None = None,
+             spawn: Callable[[], Any] | None = None) -> StepResult:
     """Run one step to its end, its deadline or a cancel.
 
     Args:
@@ -167,6 +169,10 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
         cancel_reason: Returns a reason once the allocation was asked to stop.
         on_line: Called with every complete output line (raw bytes, no newline) while the
             step runs; lines past ``MAX_RECORD_LINE_BYTES`` come cut to that length + 1.
+        spawn: Starts the step some other way than ``Popen(argv)`` (the trainer's fork
+            server); returns a child with ``pid`` (heading its process group),
+            ``stdout`` (a binary reader), ``poll()`` and ``wait()``. ``argv`` is then only
+            written to the log.
 
     Returns:
         The :class:`StepResult`; ``error`` names a deadline, output overflow, signal or
@@ -181,9 +187,12 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
     overflow = f"wrote more than {max_log_bytes} bytes of output and was killed (max_log_bytes)"
     with open(log_path, "ab", buffering=0) as log:
         log.write(f"# axbgate step: {argv!r}\n".encode())
-        child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True)
+        if spawn is None:
+            child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        else:
+            child = spawn()
         pgid_file.write_text(f"{child.pid}\n")
         pump = _LogPump(child.stdout, log, max_log_bytes, on_line)
         pump.start()
