@@ -24,6 +24,7 @@ __all__ = [
     "DatabaseSettings",
     "ExecutorSettings",
     "GateServiceSettings",
+    "LimitSettings",
     "NightlySettings",
     "Settings",
     "get_settings",
@@ -139,6 +140,19 @@ class AuthSettings(BaseModel):
     """Read endpoints need no token when true."""
 
 
+class LimitSettings(BaseModel):
+    """Sizes of what the API accepts (record-line bounds are in docs/record-contract.md)."""
+
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30)
+    """Largest request body of every route except the log import, bytes (default 1 MiB):
+    ``POST /verdicts/preview`` (unauthenticated), ``POST /gates``, ... A larger body is
+    refused with 413 before it is read."""
+
+    max_import_bytes: int = Field(default=512 << 20, ge=1024, le=1 << 40)
+    """Largest log ``POST /runs/import`` accepts, bytes (default 512 MiB). The upload is
+    streamed to a temporary file, never held in memory; a larger one answers 413."""
+
+
 class Settings(BaseSettings):
     """All axbgate settings. Build through :func:`get_settings`, never at import time."""
 
@@ -164,6 +178,7 @@ class Settings(BaseSettings):
     gates: GateServiceSettings = Field(default_factory=GateServiceSettings)
     nightly: NightlySettings = Field(default_factory=NightlySettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod

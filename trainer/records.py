@@ -27,6 +27,21 @@ def format_record(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix} {json.dumps({'v': RECORD_VERSION, **payload}, separators=(',', ':'))}"
 
 
+MAX_RECORD_LINE_BYTES = 1 << 20
+"""Longest record line the parser accepts (docs/record-contract.md, Limits)."""
+
+
+def emit_timing(payload: dict[str, Any], stream: TextIO | None = None) -> None:
+    """Print ``AXBGATE_TIMING``, leaving out ``per_rank_step_s`` and then
+    ``slowest_rank_step_s`` when the line would pass :data:`MAX_RECORD_LINE_BYTES` (long
+    runs): the ``AXBGATE_STEP`` records carry the same series."""
+    for drop in ((), ("per_rank_step_s",), ("per_rank_step_s", "slowest_rank_step_s")):
+        kept = {k: v for k, v in payload.items() if k not in drop}
+        if len(format_record("AXBGATE_TIMING", kept).encode()) < MAX_RECORD_LINE_BYTES:
+            break
+    emit("AXBGATE_TIMING", kept, stream)
+
+
 def emit(prefix: str, payload: dict[str, Any], stream: TextIO | None = None) -> None:
     """Print one record line and flush (the record stream is stdout)."""
     out = stream or sys.stdout

@@ -422,7 +422,7 @@ def main(recipe: Recipe, timeline: dict[str, float] | None = None) -> int:
                     "step": i, "slowest_rank_step_s": s, "rank_step_s": per_rank[0][i],
                     "phase": "warmup" if i < num_warmup else "measured",
                     "loss": log.loss[i], "grad_norm": log.grad_norm[i], "lr": t.lr})
-            records.emit("AXBGATE_TIMING", {
+            records.emit_timing({
                 "slowest_rank_step_s": slowest, "num_warmup_steps": num_warmup,
                 "num_measured_steps": num_measured, "per_rank_step_s": per_rank,
                 "warmup_rule": _warmup_rule(recipe)})

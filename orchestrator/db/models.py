@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -233,7 +234,9 @@ class RunStep(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int]
-    slowest_rank_step_s: Mapped[float] = mapped_column(Float)
+    slowest_rank_step_s: Mapped[float | None] = mapped_column(Float)
+    """Slowest rank's seconds; ``None`` when the line carried only the printing rank's
+    own time (harness ``BF16_STEP``), which is then in ``rank_step_s``."""
     rank_step_s: Mapped[float | None] = mapped_column(Float)
     loss: Mapped[float | None] = mapped_column(Float)
     grad_norm: Mapped[float | None] = mapped_column(Float)
@@ -266,6 +269,13 @@ class Artifact(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     run: Mapped[Run | None] = relationship(back_populates="artifacts")
+
+    __table_args__ = (
+        # One import per log: concurrent imports of the same bytes create one run.
+        Index("uq_artifacts_imported_log_sha256", "sha256", unique=True,
+              postgresql_where=text("kind = 'imported_log'"),
+              sqlite_where=text("kind = 'imported_log'")),
+    )
 
 
 class Verdict(Base):

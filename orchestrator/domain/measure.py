@@ -9,17 +9,26 @@ of steps, printed a non-finite loss or gradient norm, or reported ``status: fail
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
+from orchestrator.domain.errors import RecordError
 from orchestrator.domain.records import ParsedLog
 from orchestrator.verdict import run_statistics
 
-__all__ = ["RunOutcome", "measure_run"]
+__all__ = ["HARNESS_MEASURED_STEPS", "HARNESS_WARMUP_STEPS", "RunOutcome", "measure_run"]
 
 # A printed median that differs from the recomputed one by more than this relative
 # amount is flagged (docs/record-contract.md).
 MEDIAN_MISMATCH_REL = 1e-9
+_RESULT_COLUMNS = ("mfu_pct", "mfu_numerator_pct_s", "flops_per_sample", "peak_flops_per_gpu",
+                   "samples_per_s", "peak_allocated_bytes", "peak_reserved_bytes", "world_size",
+                   "local_batch_size", "grad_accum_steps")
+
+
+HARNESS_WARMUP_STEPS = 10
+"""Warmup steps of the LTX-2 MFU harness (its fixed ``WARMUP_STEPS``; shared/seed_harness)."""
+HARNESS_MEASURED_STEPS = 20
+"""Measured steps of the LTX-2 MFU harness (``EXPECTED_STEPS`` 30 minus the warmup)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -30,9 +39,12 @@ class RunOutcome:
         status: ``succeeded`` or ``failed``.
         error: Why it failed (``None`` when it succeeded).
         fields: Run column values (``median_step_s``, ``slowest_rank_step_s``, counts,
-            MFU, memory, batch sizes, versions, ...), ready for ``store.runs.update_run``.
+            MFU, memory, batch sizes, versions, ...), ready for ``store.runs.update_run``;
+            ``result_extra`` holds ``step_series`` and ``notes``.
         log_median_step_s: The median the log printed itself, seconds, if any.
         median_mismatch: True when the printed median disagrees with the recomputed one.
+        notes: How the log was read, for the person importing it (also in
+            ``fields["result_extra"]["notes"]``).
     """
 
     status: str
@@ -40,15 +52,7 @@ class RunOutcome:
     fields: dict[str, Any]
     log_median_step_s: float | None
     median_mismatch: bool
-
-
-def _non_finite_step(parsed: ParsedLog) -> str | None:
-    for step in parsed.steps:
-        for name in ("loss", "grad_norm"):
-            value = getattr(step, name)
-            if value is not None and not math.isfinite(value):
-                return f"non-finite {name} ({value}) at step {step.step} (log line {step.line_no})"
-    return None
+    notes: tuple[str, ...] = ()
 
 
 def _check_window(warmup: int, measured: int, warmup_bounds: tuple[int, int] | None,
@@ -61,26 +65,17 @@ def _check_window(warmup: int, measured: int, warmup_bounds: tuple[int, int] | N
     return None
 
 
-def _result_fields(parsed: ParsedLog) -> dict[str, Any]:
-    """Run columns taken as printed: result numbers, provenance, versions, clocks."""
+def _static_fields(parsed: ParsedLog) -> dict[str, Any]:
+    """Run columns that do not depend on the step series: result numbers, provenance."""
     result = parsed.result or {}
-    fields: dict[str, Any] = {}
-    for key in (
-        "mfu_pct",
-        "mfu_numerator_pct_s",
-        "flops_per_sample",
-        "peak_flops_per_gpu",
-        "samples_per_s",
-        "peak_allocated_bytes",
-        "peak_reserved_bytes",
-        "world_size",
-        "local_batch_size",
-        "grad_accum_steps",
-    ):
-        if result.get(key) is not None:
-            fields[key] = result[key]
+    fields: dict[str, Any] = {key: result[key] for key in _RESULT_COLUMNS if result.get(key) is not None}
     known = set(fields) | {"median_step_s", "status", "error"}
     fields["result_extra"] = {k: v for k, v in result.items() if k not in known}
+    timing = parsed.timing or {}
+    if timing.get("internal_slowest_rank_s"):
+        fields["result_extra"]["internal_slowest_rank_step_s"] = timing["internal_slowest_rank_s"]
+    if timing.get("extra"):
+        fields["result_extra"]["timing_extra"] = timing["extra"]
     prov = parsed.provenance
     fields["provenance"] = prov
     fields["versions"] = {
@@ -95,6 +90,31 @@ def _result_fields(parsed: ParsedLog) -> dict[str, Any]:
     return fields
 
 
+def _counts(parsed: ParsedLog, expected_warmup: int | None, expected_measured: int | None,
+            num_steps: int, notes: list[str]) -> tuple[int | None, int | None]:
+    warmup = parsed.num_warmup_steps(expected_warmup)
+    measured = parsed.num_measured_steps(expected_measured)
+    if warmup is None and parsed.dialect == "bf16":
+        warmup = HARNESS_WARMUP_STEPS
+        measured = HARNESS_MEASURED_STEPS if measured is None else measured
+        notes.append(f"the log does not state its step counts: the LTX-2 harness's fixed "
+                     f"{HARNESS_WARMUP_STEPS} warmup + {HARNESS_MEASURED_STEPS} measured steps are used")
+    if warmup is not None and measured is None:
+        measured = num_steps - warmup
+    return warmup, measured
+
+
+def _series_note(parsed: ParsedLog, source: str, require_slowest_rank: bool) -> str | None:
+    """The note (or, for a gate, the failure) of a series that is rank 0's own time."""
+    world = (parsed.result or {}).get("world_size")
+    if source != "rank0" or world == 1:
+        return None
+    return ("the per-step series is rank 0's own step time (BF16_STEP step_time_sec), not the "
+            "slowest rank's: the log has no BF16_TIMING true_wall_slowest_rank_sec list"
+            + ("" if not require_slowest_rank else
+               "; a gate measures the slowest rank (docs/record-contract.md)"))
+
+
 def measure_run(
     parsed: ParsedLog,
     *,
@@ -102,50 +122,60 @@ def measure_run(
     expected_measured_steps: int | None = None,
     warmup_bounds: tuple[int, int] | None = None,
     min_measured_steps: int | None = None,
+    require_slowest_rank: bool = False,
 ) -> RunOutcome:
     """Compute a run's measurement from its parsed log.
 
     Args:
-        parsed: Output of :func:`orchestrator.domain.records.parse`.
-        expected_warmup_steps: Warmup count the gate asked for (fixed warmup); defaults
-            to the log's.
+        parsed: Output of :class:`orchestrator.domain.records.RecordParser`.
+        expected_warmup_steps: Warmup count the gate asked for; defaults to the log's
+            (for a harness log that states none, the harness's fixed 10, with a note).
         expected_measured_steps: Measured count the gate asked for (fixed window);
             defaults to the log's.
         warmup_bounds: Under a steady-state warmup rule, the fewest and most warmup
             steps the rule allows (the log's count must lie within).
         min_measured_steps: Under a time window, the fewest measured steps allowed.
+        require_slowest_rank: Fail a multi-rank run whose only series is rank 0's own
+            step time (gates); an import keeps it with a note instead.
 
     Returns:
         A :class:`RunOutcome`; never raises for a bad run (the reason is in ``error``).
     """
     result = parsed.result or {}
-    fields = _result_fields(parsed)
+    fields = _static_fields(parsed)
+    notes = list(parsed.notes)
     log_median = result.get("median_step_s")
     log_median = float(log_median) if log_median is not None else None
 
     def failed(reason: str) -> RunOutcome:
-        return RunOutcome("failed", reason, fields, log_median, False)
+        if notes:
+            fields["result_extra"]["notes"] = notes
+        return RunOutcome("failed", reason, fields, log_median, False, tuple(notes))
 
     if result.get("status") == "failed":
         return failed(str(result.get("error") or "the run reported status failed"))
-    bad = _non_finite_step(parsed)
-    if bad:
-        return failed(bad)
+    if parsed.non_finite:
+        return failed(parsed.non_finite)
     try:
-        times = parsed.slowest_rank_step_s()
-    except Exception as exc:  # RecordError: no timing data at all
-        return failed(f"no step timing in the log ({exc})")
+        series = parsed.step_series()
+    except RecordError as exc:
+        return failed(f"no step timing in the log ({exc.message})")
+    times = series.step_s
     fields["slowest_rank_step_s"] = times
-    warmup = parsed.num_warmup_steps(expected_warmup_steps)
-    measured = parsed.num_measured_steps(expected_measured_steps)
-    if warmup is None:
+    one_rank = series.source == "rank0" and result.get("world_size") == 1
+    fields["result_extra"]["step_series"] = "slowest_rank" if one_rank else series.source
+    note = _series_note(parsed, series.source, require_slowest_rank)
+    if note and require_slowest_rank:
+        return failed(note)
+    if note:
+        notes.append(note)
+    warmup, measured = _counts(parsed, expected_warmup_steps, expected_measured_steps, len(times), notes)
+    if warmup is None or measured is None:
         return failed("the log has no timing record (AXBGATE_TIMING / BF16_TIMING with the "
                       "warmup step count): the run did not finish, or its harness does not "
                       "print one (docs/record-contract.md)")
     if expected_warmup_steps is not None and warmup != expected_warmup_steps:
         return failed(f"the run used {warmup} warmup steps, the gate asked for {expected_warmup_steps}")
-    if measured is None:
-        measured = len(times) - warmup
     if expected_measured_steps is not None and measured != expected_measured_steps:
         return failed(
             f"the run measured {measured} steps, the gate asked for {expected_measured_steps}"
@@ -168,7 +198,9 @@ def measure_run(
     fields["median_step_s"] = stats.median_step_s
     if log_median is not None:
         fields["result_extra"]["log_median_step_s"] = log_median
+    if notes:
+        fields["result_extra"]["notes"] = notes
     mismatch = log_median is not None and abs(log_median - stats.median_step_s) > (
         MEDIAN_MISMATCH_REL * stats.median_step_s
     )
-    return RunOutcome("succeeded", None, fields, log_median, mismatch)
+    return RunOutcome("succeeded", None, fields, log_median, mismatch, tuple(notes))

@@ -1,4 +1,5 @@
-"""Keeping raw files: content-addressed copies with SHA-256 (no database here)."""
+"""Raw files: content-addressed copies with SHA-256, and reading run logs line by line
+with a bound on line length (no database here)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["hash_file", "keep_file"]
+from orchestrator.domain.record_limits import MAX_RECORD_LINE_BYTES
+from orchestrator.domain.records import ParsedLog, RecordParser, StepRecord
+
+__all__ = ["hash_file", "keep_file", "parse_log_file", "read_lines"]
 
 _CHUNK_BYTES = 1 << 20
 
@@ -50,3 +56,45 @@ def keep_file(src: Path, store_dir: Path, sha256: str, suffix: str = ".log") -> 
         Path(tmp).unlink(missing_ok=True)
         raise
     return dest
+
+
+def read_lines(fh: BinaryIO, max_line_bytes: int = MAX_RECORD_LINE_BYTES) -> Iterator[bytes]:
+    """Yield the lines of a binary file without their newline (and a trailing CR).
+
+    Memory is bounded by ``max_line_bytes``: a longer line is yielded cut to
+    ``max_line_bytes + 1`` bytes (so a parser sees it is too long) and the rest of it is
+    skipped.
+    """
+    while line := fh.readline(max_line_bytes + 1):
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        elif len(line) > max_line_bytes:
+            while (rest := fh.readline(_CHUNK_BYTES)) and not rest.endswith(b"\n"):
+                pass
+        yield line[:-1] if line.endswith(b"\r") else line
+
+
+def parse_log_file(path: Path, on_step: Callable[[StepRecord], None] | None = None) -> ParsedLog:
+    """Parse a run or health log on disk, streaming, in bounded memory.
+
+    Args:
+        path: The log.
+        on_step: Called with every step record as it is read.
+
+    Returns:
+        The :class:`~orchestrator.domain.records.ParsedLog`.
+
+    Raises:
+        orchestrator.domain.errors.RecordError: The first malformed record line (stops
+            reading there).
+        OSError: The file cannot be read.
+    """
+    parser = RecordParser()
+    with open(path, "rb") as fh:
+        for line in read_lines(fh):
+            step = parser.feed(line)
+            if parser.error is not None:
+                raise parser.error
+            if step is not None and on_step is not None:
+                on_step(step)
+    return parser.finish()

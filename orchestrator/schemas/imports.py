@@ -54,3 +54,10 @@ class RunImportPublic(BaseModel):
     """``healthy`` / ``degraded`` / ``failed`` from the log's allocation record."""
     num_health_checks: int = 0
     """Health-check rows stored."""
+    step_series: str | None = None
+    """Where the per-step series came from: ``slowest_rank`` (a timing record's list or
+    every step's slowest-rank time) or ``rank0`` (only rank 0's own step times were in
+    the log, e.g. a harness log of ``BF16_STEP`` lines without ``BF16_TIMING``)."""
+    notes: list[str] = []
+    """How the log was read (e.g. that its series is rank 0's time, not the slowest rank's;
+    that the harness's fixed step counts were used)."""

@@ -285,7 +285,9 @@ class RunStepPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     step: int
-    slowest_rank_step_s: float
+    slowest_rank_step_s: float | None
+    """Slowest rank's seconds; ``None`` when the run printed only its own rank's time
+    (harness ``BF16_STEP``: rank 0's ``step_time_sec``, in ``rank_step_s``)."""
     rank_step_s: float | None
     loss: float | None
     grad_norm: float | None
@@ -302,6 +304,15 @@ class RunDetailPublic(RunPublic):
     result_extra: dict[str, Any] = {}
     artifacts: list[ArtifactPublic] = []
     steps: list[RunStepPublic] = []
+    """One page of the per-step records (``GET /runs/{id}``; empty in gate views)."""
+    num_steps: int | None = None
+    """Step records stored for the run (all pages); ``None`` in gate views."""
+    num_series_steps: int = 0
+    """Entries of the whole per-step series (``slowest_rank_step_s`` may hold one page)."""
+    steps_offset: int = 0
+    """First step record / series entry of this page."""
+    steps_limit: int | None = None
+    """Page size asked for; ``None`` in gate views (the whole series is included)."""
 
 
 class GateViewPublic(BaseModel):

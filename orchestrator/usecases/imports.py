@@ -1,32 +1,34 @@
 """Use case: import a run log (either record dialect) into the ledger.
 
-One transaction per log: the raw file is kept (content-addressed copy), its SHA-256
-stored as an artifact, the run (and the allocation with its health checks, when the log
-has health records) stored. Importing the same bytes again returns what was stored.
+One transaction per log, in bounded memory whatever its size: the file is hashed, its
+import claimed (one row per SHA-256, so concurrent imports of the same bytes store one
+run), then read line by line through the same :class:`RecordParser` the allocation
+driver uses; step records go to the database in chunks as they are read. The raw file is
+kept (content-addressed copy) only once the whole log parsed. Importing the same bytes
+again returns what was stored.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator import store
 from orchestrator.db.models import Artifact, Run
 from orchestrator.domain.errors import ValidationFailed
-from orchestrator.domain.measure import MEDIAN_MISMATCH_REL, measure_run
-from orchestrator.domain.records import ParsedLog, health_check_rows, parse
-from orchestrator.executors.plan import hash_file
+from orchestrator.domain.measure import MEDIAN_MISMATCH_REL, RunOutcome, measure_run
+from orchestrator.domain.records import ParsedLog, RecordParser, StepRecord, health_check_rows
+from orchestrator.executors.files import hash_file, keep_file, read_lines
 from orchestrator.schemas import RunImportPublic
 
 __all__ = ["import_log", "store_health"]
 
 logger = logging.getLogger(__name__)
+
+_STEP_BATCH = 10_000
+"""Step records buffered before they are written."""
 
 
 def store_health(*, session: Session, parsed: ParsedLog, extra_facts: dict | None = None):
@@ -56,7 +58,8 @@ def store_health(*, session: Session, parsed: ParsedLog, extra_facts: dict | Non
 
 
 def _summary_from_run(run: Run, base: dict) -> RunImportPublic:
-    log_median = (run.result_extra or {}).get("log_median_step_s")
+    extra = run.result_extra or {}
+    log_median = extra.get("log_median_step_s")
     mismatch = (
         log_median is not None and run.median_step_s is not None
         and abs(log_median - run.median_step_s) > MEDIAN_MISMATCH_REL * run.median_step_s
@@ -74,91 +77,135 @@ def _summary_from_run(run: Run, base: dict) -> RunImportPublic:
         num_steps=len(run.slowest_rank_step_s or []),
         mfu_pct=run.mfu_pct,
         allocation_id=run.allocation_id,
+        step_series=extra.get("step_series"),
+        notes=list(extra.get("notes") or []),
+    )
+
+
+def _already_imported(session: Session, sha256: str, base: dict) -> RunImportPublic:
+    existing = store.artifacts.get_imported_log(session=session, sha256=sha256)
+    assert existing is not None, "claim_imported_log found a row that is not there"
+    base = {**base, "stored_path": existing.path, "already_imported": True}
+    allocation = existing.allocation_id and store.allocations.get_allocation(
+        session=session, allocation_id=existing.allocation_id)
+    health = {"health_verdict": allocation.health_verdict if allocation else None,
+              "num_health_checks": len(allocation.health_checks) if allocation else 0}
+    if existing.run_id is not None:
+        run = store.runs.get_run(session=session, run_id=existing.run_id)
+        base["dialect"] = (run.result_extra or {}).get("log_dialect")
+        return _summary_from_run(run, base).model_copy(update=health if allocation else {})
+    return RunImportPublic(**base, allocation_id=existing.allocation_id, **health)
+
+
+class _StepWriter:
+    """Buffers step rows and writes them in chunks to a run created on first use."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.run: Run | None = None
+        self.rows: list[tuple] = []
+        self.last_step = -1
+        self.increasing = True
+        """Steps so far strictly increase: none can already be stored for the new run."""
+
+    def get_run(self) -> Run:
+        if self.run is None:
+            self.run = store.runs.create_run(session=self.session, role=None, order=0, status="running")
+        return self.run
+
+    def add(self, step: StepRecord) -> None:
+        if step.step <= self.last_step:
+            self.increasing = False
+        self.last_step = step.step
+        self.rows.append((step.step, step.slowest_rank_step_s, step.rank_step_s, step.loss,
+                          step.grad_norm, step.phase))
+        if len(self.rows) >= _STEP_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            store.runs.add_step_rows(session=self.session, run=self.get_run(), rows=self.rows,
+                                     new_steps=self.increasing)
+            self.rows = []
+
+
+def _parse_and_store_steps(path: Path, writer: _StepWriter) -> ParsedLog:
+    parser = RecordParser()
+    with open(path, "rb") as fh:
+        for line in read_lines(fh):
+            step = parser.feed(line)
+            if parser.error is not None:
+                raise parser.error  # stops at the first bad record; the caller rolls back
+            if step is not None:
+                writer.add(step)
+    return parser.finish()
+
+
+def _store_run(session: Session, writer: _StepWriter, parsed: ParsedLog, outcome: RunOutcome,
+               allocation_id: int | None) -> Run:
+    writer.flush()
+    prov = parsed.provenance
+    fields = dict(outcome.fields)
+    fields["result_extra"] = {**fields.get("result_extra", {}), "log_dialect": parsed.dialect}
+    return store.runs.update_run(
+        session=session, run=writer.get_run(), status=outcome.status, error=outcome.error,
+        allocation_id=allocation_id, source_sha=prov.get("source_sha"),
+        source_dirty=bool(prov.get("source_dirty", False)), env=prov.get("env") or {},
+        command=prov.get("command") or [], **fields,
     )
 
 
 def import_log(*, session: Session, path: Path, artifacts_dir: Path) -> RunImportPublic:
-    """Parse, keep and store one run log.
+    """Parse, keep and store one run log, streaming (memory does not grow with its size).
 
     Args:
-        session: Open session (committed by the caller).
+        session: Open session with no statement run yet (committed by the caller; on an
+            error the caller rolls back and nothing of this log is stored).
         path: The log file.
         artifacts_dir: Where kept copies of raw logs go.
 
     Returns:
-        A :class:`RunImportPublic` summary.
+        A :class:`RunImportPublic` summary (``already_imported`` when these bytes were
+        imported before, by this or a concurrent call).
 
     Raises:
         ValidationFailed: The file is missing, unreadable, or holds no record lines.
-        orchestrator.domain.errors.RecordError: A record line is malformed (names the line).
+        orchestrator.domain.errors.RecordError: A record line is malformed or over a bound
+            of docs/record-contract.md (the error names the line).
     """
     if not path.is_file():
         raise ValidationFailed("path", f"{path} is not a readable file")
-    sha256, size = hash_file(path)
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    parsed = parse(text)
+    try:
+        sha256, size = hash_file(path)
+    except OSError as exc:
+        raise ValidationFailed("path", f"{path} cannot be read: {exc.strerror}") from None
+    kept = artifacts_dir / "logs" / sha256[:2] / f"{sha256}.log"
+    base = {"path": str(path), "log_sha256": sha256, "size_bytes": size, "stored_path": str(kept),
+            "dialect": None}
+    claim: Artifact | None = store.artifacts.claim_imported_log(
+        session=session, sha256=sha256, path=str(kept), size_bytes=size)
+    if claim is None:
+        return _already_imported(session, sha256, base)
+    writer = _StepWriter(session)
+    parsed = _parse_and_store_steps(path, writer)
     if parsed.num_record_lines == 0:
         raise ValidationFailed(
             "path",
             f"{path} holds no record lines (AXBGATE_* or BF16_*/HEALTH_GATE); "
             "see docs/record-contract.md",
         )
-    base = {"path": str(path), "log_sha256": sha256, "size_bytes": size, "dialect": parsed.dialect}
-    existing = session.scalars(
-        select(Artifact).where(Artifact.sha256 == sha256, Artifact.kind == "imported_log")
-    ).first()
-    if existing is not None:
-        base["stored_path"] = existing.path
-        if existing.run_id is not None:
-            run = store.runs.get_run(session=session, run_id=existing.run_id)
-            return _summary_from_run(run, base).model_copy(update={"already_imported": True})
-        return RunImportPublic(
-            **base, already_imported=True, allocation_id=existing.allocation_id
-        )
-    kept = _keep_file(path, artifacts_dir / "logs", sha256)
-    base["stored_path"] = str(kept)
+    base["dialect"] = parsed.dialect
     allocation = store_health(session=session, parsed=parsed)
     run = None
-    if parsed.steps or parsed.timing or parsed.result:
+    if parsed.num_steps or parsed.timing or parsed.result:
         outcome = measure_run(parsed)
-        run = store.runs.create_run(
-            session=session,
-            role=None,
-            order=0,
-            status=outcome.status,
-            error=outcome.error,
-            allocation_id=allocation.id if allocation else None,
-            source_sha=parsed.provenance.get("source_sha"),
-            source_dirty=bool(parsed.provenance.get("source_dirty", False)),
-            env=parsed.provenance.get("env") or {},
-            command=parsed.provenance.get("command") or [],
-            **outcome.fields,
-        )
-        store.runs.add_steps(
-            session=session,
-            run=run,
-            steps=[
-                {
-                    "step": s.step,
-                    "slowest_rank_step_s": s.slowest_rank_step_s,
-                    "rank_step_s": s.rank_step_s,
-                    "loss": s.loss,
-                    "grad_norm": s.grad_norm,
-                    "phase": s.phase,
-                }
-                for s in parsed.steps
-            ],
-        )
-    store.artifacts.add_artifact(
-        session=session,
-        path=str(kept),
-        size_bytes=size,
-        sha256=sha256,
-        kind="imported_log",
-        run_id=run.id if run else None,
-        allocation_id=allocation.id if allocation else None,
-    )
-    logger.info("imported log %s sha256=%s run=%s", path, sha256, run.id if run else None)
+        run = _store_run(session, writer, parsed, outcome, allocation.id if allocation else None)
+    claim.run_id = run.id if run else None
+    claim.allocation_id = allocation.id if allocation else None
+    session.flush()
+    keep_file(path, kept.parent.parent, sha256)
+    logger.info("imported log %s sha256=%s run=%s steps=%d", path, sha256, run.id if run else None,
+                parsed.num_steps)
     if run is not None:
         summary = _summary_from_run(run, base)
         if allocation is not None:
@@ -171,27 +218,3 @@ def import_log(*, session: Session, path: Path, artifacts_dir: Path) -> RunImpor
         health_verdict=allocation.health_verdict if allocation else None,
         num_health_checks=len(parsed.health),
     )
-
-
-def _keep_file(src: Path, store_dir: Path, sha256: str, suffix: str = ".log") -> Path:
-    """Copy ``src`` to ``store_dir/<sha256[:2]>/<sha256><suffix>`` atomically.
-
-    The copy is written to a temporary file in the same folder and renamed, so a reader
-    never sees half a file; an existing copy (same hash) is left alone.
-
-    Returns:
-        The path of the kept copy.
-    """
-    dest = store_dir / sha256[:2] / f"{sha256}{suffix}"
-    if dest.exists():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dest

@@ -85,15 +85,19 @@ def _step_from_json(line: bytes) -> dict[str, Any] | None:
     try:
         row = json.loads(line)
         step = int(row["step"])
-        slowest = float(row["slowest_rank_step_s"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None  # the driver wrote it; a torn or foreign line is skipped, not fatal
-    if not math.isfinite(slowest) or slowest <= 0:
+    if not isinstance(row, dict) or not 0 <= step <= 2**63 - 1:
         return None
-    out = {"step": step, "slowest_rank_step_s": slowest, "phase": row.get("phase")}
-    for key in ("rank_step_s", "loss", "grad_norm"):
+    out: dict[str, Any] = {"step": step}
+    for key in ("slowest_rank_step_s", "rank_step_s", "loss", "grad_norm"):
         value = row.get(key)
-        out[key] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        out[key] = float(value) if ok else None
+    if out["slowest_rank_step_s"] is None and out["rank_step_s"] is None:
+        return None  # a step record carries at least one of the two times
+    phase = row.get("phase")
+    out["phase"] = phase if isinstance(phase, str) and len(phase) <= 16 else None
     return out
 
 

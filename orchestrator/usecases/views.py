@@ -18,6 +18,7 @@ from orchestrator import store
 from orchestrator import verdict as verdict_engine
 from orchestrator.db.models import Allocation, Artifact, Gate
 from orchestrator.domain.errors import NotFound, ValidationFailed
+from orchestrator.executors.plan import GatePaths
 from orchestrator.schemas.gates import GatePublic
 from orchestrator.schemas.views import (
     AllocationPublic,
@@ -29,6 +30,7 @@ from orchestrator.schemas.views import (
     GateSummaryPublic,
     GateViewPublic,
     RunDetailPublic,
+    RunStepPublic,
     SideSummary,
     StoppingPointPublic,
     StoppingPointsPublic,
@@ -37,6 +39,7 @@ from orchestrator.schemas.views import (
 from orchestrator.store.ledger import GateQuery, LedgerRow
 
 __all__ = [
+    "DEFAULT_STEPS_PAGE",
     "decision_index",
     "get_allocation_view",
     "get_gate_view",
@@ -162,10 +165,26 @@ def _allocation_public(alloc: Allocation) -> AllocationPublic:
     return out
 
 
-def _run_detail(run) -> RunDetailPublic:
-    out = RunDetailPublic.model_validate(run)
-    if not out.slowest_rank_step_s and out.steps:
-        out.slowest_rank_step_s = [s.slowest_rank_step_s for s in out.steps]
+_RUN_COLUMNS = tuple(
+    name for name in RunDetailPublic.model_fields
+    if name not in ("steps", "artifacts", "num_steps", "num_series_steps", "steps_offset",
+                    "steps_limit")
+)
+_LIVE_SERIES_MAX = 100_000
+"""Step records read back to show the series of a run that has not ended yet."""
+DEFAULT_STEPS_PAGE = 1000
+"""Step records (and series entries) per page of ``GET /runs/{id}`` unless asked."""
+
+
+def _run_detail(session: Session, run) -> RunDetailPublic:
+    """The run without its step records (never loads ``run.steps``: a run may have 1e6)."""
+    out = RunDetailPublic.model_validate({name: getattr(run, name) for name in _RUN_COLUMNS})
+    if not out.slowest_rank_step_s:  # a running run: its series so far, from its step records
+        rows = store.runs.list_steps(session=session, run_id=run.id, offset=0, limit=_LIVE_SERIES_MAX)
+        series = [r.slowest_rank_step_s if r.slowest_rank_step_s is not None else r.rank_step_s
+                  for r in rows]
+        out.slowest_rank_step_s = [t for t in series if t is not None]
+    out.num_series_steps = len(out.slowest_rank_step_s)
     out.artifacts = [_artifact_public(a) for a in run.artifacts]
     return out
 
@@ -180,9 +199,8 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
     if row is None:
         raise NotFound("gate", gate_id)
     gate, _ver, _dec, alloc = row
-    runs = [_run_detail(r) for r in gate.runs]
-    for run in runs:
-        run.steps = []  # per-step records stay on GET /runs/{id}; the times are in the list
+    # Per-step records stay on GET /runs/{id} (paged); the times are in the list.
+    runs = [_run_detail(session, r) for r in gate.runs]
     return GateViewPublic(
         gate=GatePublic.model_validate(gate),
         summary=_summary(row),
@@ -196,13 +214,31 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
     )
 
 
-def get_run_view(*, session: Session, run_id: int) -> RunDetailPublic:
-    """Return one run with its per-step records, provenance and artifacts.
+def get_run_view(*, session: Session, run_id: int, steps_offset: int = 0,
+                 steps_limit: int = DEFAULT_STEPS_PAGE) -> RunDetailPublic:
+    """Return one run with one page of its per-step records, provenance and artifacts.
+
+    Args:
+        session: Open session.
+        run_id: The run.
+        steps_offset: Step records (and entries of ``slowest_rank_step_s``) to skip.
+        steps_limit: Step records (and series entries) to return at most.
+
+    Returns:
+        The run; ``steps`` and ``slowest_rank_step_s`` hold the page, ``num_steps`` and
+        ``num_series_steps`` the totals.
 
     Raises:
         NotFound: No run has that id.
     """
-    return _run_detail(store.runs.get_run(session=session, run_id=run_id))
+    run = store.runs.get_run(session=session, run_id=run_id)
+    out = _run_detail(session, run)
+    out.num_steps = store.runs.count_steps(session=session, run_ids=[run.id]).get(run.id, 0)
+    out.steps = [RunStepPublic.model_validate(s) for s in store.runs.list_steps(
+        session=session, run_id=run.id, offset=steps_offset, limit=steps_limit)]
+    out.slowest_rank_step_s = out.slowest_rank_step_s[steps_offset:steps_offset + steps_limit]
+    out.steps_offset, out.steps_limit = steps_offset, steps_limit
+    return out
 
 
 def get_allocation_view(*, session: Session, allocation_id: int) -> AllocationPublic:
@@ -216,17 +252,20 @@ def get_allocation_view(*, session: Session, allocation_id: int) -> AllocationPu
 
 
 def run_log_path(
-    *, session: Session, run_id: int, artifacts_dir: Path, artifact_id: int | None = None
+    *, session: Session, run_id: int, artifacts_dir: Path, data_dir: Path,
+    artifact_id: int | None = None,
 ) -> tuple[Path, ArtifactPublic]:
     """Return the file of a run's raw log, refusing anything outside the kept folders.
 
     Only paths recorded in the artifacts table are served, and only when they resolve
-    (symlinks followed) inside ``artifacts_dir`` or the gate's job folder.
+    (symlinks followed) inside ``artifacts_dir`` (imported logs) or the run's gate folder
+    (:class:`~orchestrator.executors.plan.GatePaths`: ``runs/NN-R.log``, health logs).
 
     Args:
         session: Open session.
         run_id: The run.
         artifacts_dir: The service's artifact folder.
+        data_dir: The service's data directory (gate folders live under it).
         artifact_id: A specific artifact of the run (default: its first log).
 
     Returns:
@@ -244,8 +283,8 @@ def run_log_path(
     if chosen is None:
         raise NotFound("log of run", run_id if artifact_id is None else f"{run_id}/{artifact_id}")
     roots = [artifacts_dir.resolve()]
-    if run.gate is not None and run.gate.job_folder:
-        roots.append(Path(run.gate.job_folder).resolve())
+    if run.gate_id is not None:
+        roots.append(GatePaths.of(data_dir, run.gate_id).root.resolve())
     path = Path(chosen.path).resolve()
     if not any(path.is_relative_to(root) for root in roots) or not path.is_file():
         logger.warning("run=%s artifact=%s path %s is not servable", run_id, chosen.id, path)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from sqlalchemy.orm import sessionmaker
 
+from orchestrator.app.api.body_limit import BodyLimitMiddleware
 from orchestrator.app.api.errors import install_error_handlers
 from orchestrator.app.api.routes import (
     allocations,
@@ -88,6 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.session_factory = sessionmaker(engine, expire_on_commit=False)
     app.state.services = []
     install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, default_bytes=settings.limits.max_body_bytes,
+                       path_bytes={"/runs/import": settings.limits.max_import_bytes})
     for module in (gates, runs, allocations, stopping_points, verdicts, repos, health):
         app.include_router(module.router)
     mount_web(app)

@@ -11,10 +11,24 @@ from orchestrator.app.cli.common import print_verdict, settings
 __all__ = ["follow_gate", "follow_gate_remote", "print_gate"]
 
 
+_CANCEL_WAIT_S = 60.0
+"""How long Ctrl-C waits for the driver to stop so the steps its run printed are kept."""
+
+
+def _cancelled_steps_kept(current, gate_id: int, cancelled_at: float) -> bool:
+    """True once the poller stored the steps of the cancelled gate's runs after its driver
+    stopped (or after :data:`_CANCEL_WAIT_S`, when a later pass will)."""
+    from orchestrator.executors.plan import GatePaths
+
+    marker = GatePaths.of(current.data_dir, gate_id).steps_collected
+    return marker.exists() or time.monotonic() - cancelled_at > _CANCEL_WAIT_S
+
+
 def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1.0) -> None:
     """Dispatch and poll one gate in this process until it ends, with a progress bar per run.
 
-    Ctrl-C cancels the gate (its job gets SIGTERM) and waits for the driver to stop.
+    Ctrl-C cancels the gate (its job gets SIGTERM) and waits for the driver to stop, so
+    the steps its run printed until then are stored.
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -26,7 +40,7 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
     tasks: dict[int, Any] = {}
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                         TimeElapsedColumn(), disable=quiet, transient=False)
-    cancelled = False
+    cancelled, cancelled_at = False, 0.0
     with progress:
         while True:
             try:
@@ -42,13 +56,14 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
                     info = run.status if run.median_step_s is None else (
                         f"{run.status} median {run.median_step_s * 1e3:.3f} ms")
                     progress.update(tasks[run.order], completed=run.num_steps, info=info)
-                if state.status in ("succeeded", "failed", "cancelled"):
+                if state.status in ("succeeded", "failed", "cancelled") and (
+                        not cancelled or _cancelled_steps_kept(current, gate_id, cancelled_at)):
                     break
                 time.sleep(poll_s)
             except KeyboardInterrupt:
                 if cancelled:
                     raise
-                cancelled = True
+                cancelled, cancelled_at = True, time.monotonic()
                 with session_scope(engine) as session:
                     use_cases.cancel_gate(session=session, gate_id=gate_id,
                                           reason="cancelled from the CLI (Ctrl-C)")

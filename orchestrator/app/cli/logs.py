@@ -18,6 +18,8 @@ def import_log_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """Parse run logs, keep them with their SHA-256 and store the runs in the ledger."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from orchestrator.db.session import session_scope
     from orchestrator.usecases.imports import import_log
 
@@ -33,28 +35,33 @@ def import_log_cmd(
                 )
         except AxbgateError as exc:
             errors.append(f"{path}: {exc}")
+        except (SQLAlchemyError, OSError) as exc:  # one file's failure never stops the others
+            first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:300]
+            errors.append(f"{path}: not stored ({type(exc).__name__}: {first})")
     for message in errors:
         typer.echo(f"axbgate: error: {message}", err=True)
-    if as_json:
-        echo_json([s.model_dump() for s in summaries])
-        if errors:
-            raise typer.Exit(2)
-        return
-    for s in summaries:
-        typer.echo(
-            f"{s.path}: run={s.run_id} status={s.status} median_step_s={s.median_step_s} "
-            f"warmup_steps={s.warmup_steps} measured_steps={s.measured_steps} "
-            f"log_sha256={s.log_sha256}"
-            + (" (already imported)" if s.already_imported else "")
-            + (f" error={s.error}" if s.error else "")
-            + (f" health={s.health_verdict}" if s.health_verdict else "")
-        )
+    for s in summaries:  # notes and warnings go to stderr, also with --json
+        for note in s.notes:
+            typer.echo(f"{s.path}: note: {note}", err=True)
         if s.median_mismatch:
+            series = "rank 0's own" if s.step_series == "rank0" else "slowest-rank"
             typer.echo(
                 f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "
-                f"the median recomputed from its per-step slowest-rank times ({s.median_step_s}); "
+                f"the median recomputed from its per-step {series} times ({s.median_step_s}); "
                 "the ledger keeps the recomputed one",
                 err=True,
+            )
+    if as_json:
+        echo_json([s.model_dump() for s in summaries])
+    else:
+        for s in summaries:
+            typer.echo(
+                f"{s.path}: run={s.run_id} status={s.status} median_step_s={s.median_step_s} "
+                f"warmup_steps={s.warmup_steps} measured_steps={s.measured_steps} "
+                f"log_sha256={s.log_sha256}"
+                + (" (already imported)" if s.already_imported else "")
+                + (f" error={s.error}" if s.error else "")
+                + (f" health={s.health_verdict}" if s.health_verdict else "")
             )
     if errors:
         raise typer.Exit(2)

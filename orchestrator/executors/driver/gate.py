@@ -185,7 +185,8 @@ class _Driver:
 
     def _health(self, tag: str) -> str:
         """Run the health gate; write what it found to ``<tag>.json``; raise if failed."""
-        from orchestrator.domain.records import health_check_rows, parse
+        from orchestrator.domain.records import health_check_rows
+        from orchestrator.executors.files import parse_log_file
 
         spec = self.plan.health
         log_path = self.paths.health_log(tag)
@@ -201,7 +202,7 @@ class _Driver:
                           float(spec.get("timeout_s", 300)))
         verdict, reason, facts, checks = "failed", step.error, {}, []
         try:
-            parsed = parse(log_path.read_text(errors="replace"))
+            parsed = parse_log_file(log_path)
             facts = dict(parsed.allocation or {})
             checks = health_check_rows(parsed)
             verdict = facts.get("health_verdict", "failed")
@@ -266,7 +267,7 @@ class _Driver:
         try:
             parsed = stream.parser.finish()
         except RecordError as exc:
-            return {}, step_error or f"malformed record output: {exc}"
+            return {}, step_error or f"malformed record output in {stream.log_name}: {exc}"
         plan = self.plan
         steady, window = plan.warmup_mode == "steady", plan.measured_seconds is not None
         outcome = measure_run(
@@ -275,6 +276,7 @@ class _Driver:
             expected_measured_steps=None if (steady or window) else plan.num_measured_steps,
             warmup_bounds=(plan.num_warmup_steps, plan.max_warmup_steps) if steady else None,
             min_measured_steps=plan.num_measured_steps if (steady or window) else None,
+            require_slowest_rank=True,
         )
         error = step_error or outcome.error
         return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
@@ -297,7 +299,7 @@ class _Driver:
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": started, "command": argv})
         launch_unix = time.time()
-        stream = StepStream(self.paths.run_steps(order, role))
+        stream = StepStream(self.paths.run_steps(order, role), str(log_path.relative_to(self.paths.root)))
         cwd = source_dir or self.paths.root
         spawn = None
         if plan.workload.get("recipe") and not self.under_slurm:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.domain.record_limits import MAX_RECORD_LINE_BYTES
+
 __all__ = ["Cancelled", "StepResult", "kill_group", "reap_active_step", "run_step"]
 
 _KILL_GRACE_S = 10.0
@@ -64,28 +66,46 @@ def reap_active_step(pgid_file: Path) -> bool:
 
 class _LogPump(threading.Thread):
     """Copies a step's output pipe into its log, up to ``max_bytes`` (then drains), and
-    hands every complete line (decoded, without its newline) to ``on_line``."""
+    hands every complete line (raw bytes, without its newline) to ``on_line``. A line
+    longer than ``max_line_bytes`` is handed over cut to ``max_line_bytes + 1`` bytes
+    (so the consumer sees it is too long) and the rest of it is dropped: one endless
+    line never grows the pump's memory."""
 
-    def __init__(self, pipe, log, max_bytes: int, on_line: Callable[[str], None] | None) -> None:
+    def __init__(self, pipe, log, max_bytes: int, on_line: Callable[[bytes], None] | None,
+                 max_line_bytes: int = MAX_RECORD_LINE_BYTES) -> None:
         super().__init__(daemon=True, name="axbgate-log-pump")
         self.pipe, self.log, self.max_bytes, self.on_line = pipe, log, max_bytes, on_line
+        self.max_line_bytes = max_line_bytes
         self.overflowed = threading.Event()
         self.consumer_error: BaseException | None = None
+        self._skipping = False
 
-    def _lines(self, data: bytes, pending: bytearray) -> None:
-        if self.on_line is None or self.consumer_error is not None:
-            return
-        pending += data
-        cut = pending.rfind(b"\n")
-        if cut < 0:
-            return
-        complete, rest = bytes(pending[:cut]), bytes(pending[cut + 1:])
-        pending[:] = rest
+    def _deliver(self, line: bytes) -> None:
         try:
-            for line in complete.split(b"\n"):
-                self.on_line(line.decode("utf-8", "replace").rstrip("\r"))
+            self.on_line(line[:-1] if line.endswith(b"\r") else line)  # type: ignore[misc]
         except BaseException as exc:  # a consumer bug must not stop the pump
             self.consumer_error = exc
+
+    def _lines(self, data: bytes, pending: bytearray) -> None:
+        if self.on_line is None:
+            return
+        start = 0
+        while self.consumer_error is None:
+            cut = data.find(b"\n", start)
+            piece = data[start:] if cut < 0 else data[start:cut]
+            if self._skipping:  # the rest of an over-long line
+                self._skipping = cut < 0
+            else:
+                room = self.max_line_bytes + 1 - len(pending)
+                if room > 0:
+                    pending += piece[:room]
+                if cut >= 0 or len(pending) > self.max_line_bytes:
+                    self._deliver(bytes(pending))
+                    pending.clear()
+                    self._skipping = cut < 0
+            if cut < 0:
+                return
+            start = cut + 1
 
     def run(self) -> None:
         written = 0
@@ -102,8 +122,8 @@ class _LogPump(threading.Thread):
             self.log.write(chunk)
             written += len(chunk)
             self._lines(chunk, pending)
-        if pending and not self.overflowed.is_set():
-            self._lines(b"\n", pending)
+        if pending and not self.overflowed.is_set() and self.consumer_error is None:
+            self._deliver(bytes(pending))
         self.pipe.close()
 
 
@@ -134,7 +154,7 @@ def _stop(child: subprocess.Popen) -> None:
 def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
              deadline_s: float, max_log_bytes: int, pgid_file: Path,
              cancel_reason: Callable[[], str | None],
-             on_line: Callable[[str], None] | None = None,
+             on_line: Callable[[bytes], None] | None = None,
              spawn: Callable[[], Any] | None = None) -> StepResult:
     """Run one step to its end, its deadline or a cancel.
 
@@ -147,7 +167,8 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
         max_log_bytes: Output limit, bytes; past it the step is killed.
         pgid_file: Where the step's process group id is kept while it runs.
         cancel_reason: Returns a reason once the allocation was asked to stop.
-        on_line: Called with every complete output line while the step runs.
+        on_line: Called with every complete output line (raw bytes, no newline) while the
+            step runs; lines past ``MAX_RECORD_LINE_BYTES`` come cut to that length + 1.
         spawn: Starts the step some other way than ``Popen(argv)`` (the trainer's fork
             server); returns a child with ``pid`` (heading its process group),
             ``stdout`` (a binary reader), ``poll()`` and ``wait()``. ``argv`` is then only

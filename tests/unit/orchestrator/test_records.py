@@ -52,7 +52,7 @@ def test_harness_dialect_fixture():
     assert parsed.result["median_step_s"] == pytest.approx(0.428860612, abs=1e-12)
     assert parsed.result["world_size"] == 8
     assert parsed.result["peak_allocated_bytes"] == 61234567890
-    assert parsed.provenance["reduce_dtype"] == "float32"  # BF16_SEMANTICS
+    assert parsed.provenance["bf16_semantics"]["reduce_dtype"] == "float32"
     assert [h.check for h in parsed.health] == ["scalar", "sustained_all_reduce"]
     assert parsed.health[1].measured["slowest_rank_bus_gbps"] == pytest.approx(463.2)
     assert parsed.steps[0].phase == "warmup" and parsed.steps[10].phase == "measured"

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path as FsPath
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -26,8 +26,6 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/runs", tags=["runs"])
 
 RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Run id.")]
-MAX_UPLOAD_BYTES = 512 * 1024 * 1024
-"""Largest log accepted by ``POST /runs/import`` (512 MiB)."""
 
 
 @router.post(
@@ -56,7 +54,10 @@ async def import_run_log(
 ) -> RunImportPublic:
     """Upload a run log (raw body, e.g. ``curl --data-binary @run.log``) and store it like
     ``axbgate import-log``: the log is kept with its SHA-256 and the run stored. A log
-    imported before answers 200 with the stored run."""
+    imported before answers 200 with the stored run. The body is streamed to a temporary
+    file (at most ``limits.max_import_bytes``, default 512 MiB: 413 past it) and read line
+    by line; a malformed record answers 422 naming the line, and nothing of it is kept."""
+    limit = settings.limits.max_import_bytes
     upload_dir = settings.artifacts_dir / "uploads"
     upload_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=upload_dir, prefix=".upload-", suffix=".log")
@@ -66,14 +67,15 @@ async def import_run_log(
         with os.fdopen(fd, "wb") as out:
             async for chunk in request.stream():
                 size += len(chunk)
-                if size > MAX_UPLOAD_BYTES:
-                    raise ValidationFailed("body", f"log is larger than {MAX_UPLOAD_BYTES} bytes")
+                if size > limit:
+                    raise HTTPException(status_code=413, detail=f"log is larger than {limit} bytes "
+                                                                "(limits.max_import_bytes)")
                 out.write(chunk)
         if size == 0:
             raise ValidationFailed("body", "the request body is empty; send the log's bytes")
         try:
             # Parsing a large log is CPU work: run it in the thread pool so the event loop
-            # keeps answering other requests (a 1e6-step log took ~60 s in one thread).
+            # keeps answering other requests.
             summary = await run_in_threadpool(
                 _import_and_commit, session, tmp, settings.artifacts_dir
             )
@@ -87,15 +89,30 @@ async def import_run_log(
 
 
 def _import_and_commit(session, path, artifacts_dir) -> RunImportPublic:
-    summary = import_log(session=session, path=path, artifacts_dir=artifacts_dir)
-    session.commit()
+    try:
+        summary = import_log(session=session, path=path, artifacts_dir=artifacts_dir)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
     return summary
 
 
 @router.get("/{run_id}", response_model=RunDetailPublic)
-def get_run(run_id: RunId, session: SessionDep, _read: ReadAccessDep) -> RunDetailPublic:
-    """One run: per-step records, median, MFU, provenance and artifact hashes."""
-    return views.get_run_view(session=session, run_id=run_id)
+def get_run(
+    run_id: RunId,
+    session: SessionDep,
+    _read: ReadAccessDep,
+    steps_offset: Annotated[int, Query(ge=0, le=2**62, description="Step records to skip.")] = 0,
+    steps_limit: Annotated[int, Query(ge=0, le=10_000, description="Step records per page.")] = (
+        views.DEFAULT_STEPS_PAGE),
+) -> RunDetailPublic:
+    """One run: median, MFU, provenance, artifact hashes and ONE PAGE of its per-step
+    records: ``steps`` and ``slowest_rank_step_s`` hold entries ``steps_offset`` to
+    ``steps_offset + steps_limit`` (default 1000); ``num_steps`` and ``num_series_steps``
+    are the totals."""
+    return views.get_run_view(session=session, run_id=run_id, steps_offset=steps_offset,
+                              steps_limit=steps_limit)
 
 
 @router.get(
@@ -111,11 +128,12 @@ def get_run_log(
     artifact_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
 ) -> FileResponse:
     """Stream the stored raw log of a run. Only files recorded as the run's artifacts and
-    kept under the artifact folder (or the gate's job folder) are served."""
+    kept under the artifact folder (imported logs) or the run's gate folder are served."""
     path, artifact = views.run_log_path(
         session=session,
         run_id=run_id,
         artifacts_dir=settings.artifacts_dir,
+        data_dir=settings.data_dir,
         artifact_id=artifact_id,
     )
     return FileResponse(

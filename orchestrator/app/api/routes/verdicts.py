@@ -19,5 +19,6 @@ router = APIRouter(prefix="/verdicts", tags=["verdicts"])
 def preview_verdict(body: VerdictPreviewCreate, _read: ReadAccessDep) -> dict[str, Any]:
     """The timing verdict of run medians (same engine as ``axbgate verdict``). Control MFU
     and throughput are evaluated at the control midpoint step time; MFU points are
-    MFU(X) - MFU(midpoint) (DESIGN.md section 3)."""
+    MFU(X) - MFU(midpoint) (DESIGN.md section 3). The route needs no token, so its body
+    is bounded: over ``limits.max_body_bytes`` (1 MiB) it answers 413 unread."""
     return views.preview_verdict(body)
