@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.app.cli.common import echo_json, open_engine, settings
+from orchestrator.app.cli.common import clean, echo_json, open_engine, settings
 from orchestrator.domain.errors import AxbgateError
 
 __all__ = ["register"]
@@ -34,21 +34,21 @@ def import_log_cmd(
         except AxbgateError as exc:
             errors.append(f"{path}: {exc}")
     for message in errors:
-        typer.echo(f"axbgate: error: {message}", err=True)
+        typer.echo(clean(f"axbgate: error: {message}"), err=True)
     if as_json:
         echo_json([s.model_dump() for s in summaries])
         if errors:
             raise typer.Exit(2)
         return
     for s in summaries:
-        typer.echo(
+        typer.echo(clean(
             f"{s.path}: run={s.run_id} status={s.status} median_step_s={s.median_step_s} "
             f"warmup_steps={s.warmup_steps} measured_steps={s.measured_steps} "
             f"log_sha256={s.log_sha256}"
             + (" (already imported)" if s.already_imported else "")
             + (f" error={s.error}" if s.error else "")
             + (f" health={s.health_verdict}" if s.health_verdict else "")
-        )
+        ))
         if s.median_mismatch:
             typer.echo(
                 f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "

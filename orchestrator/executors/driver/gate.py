@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from orchestrator.executors.driver.process import Cancelled, run_step
+from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
 from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
@@ -84,9 +84,13 @@ class _StepStream:
 
 class _Driver:
     def __init__(self, plan: GatePlan) -> None:
+        from orchestrator.executors.runenv import RunEnvPolicy
+
         self.plan = plan
+        self.policy = RunEnvPolicy.from_plan(plan.run_env)
         self.paths: GatePaths = plan.paths
         self.paths.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.run_as_env: dict[str, str] = {}
         self.under_slurm = plan.executor == "slurm" and "SLURM_JOB_ID" in os.environ
         self.job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
         self.hostnames = self._hostnames()
@@ -133,7 +137,8 @@ class _Driver:
               deadline_s: float, on_line=None):
         return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
-                        cancel_reason=lambda: self.cancel_reason, on_line=on_line)
+                        cancel_reason=lambda: self.cancel_reason, on_line=on_line,
+                        run_as=self.policy.run_as_user)
 
     def _preamble(self) -> dict[str, str]:
         """Launch environment of the next step: fresh MASTER_PORT every call."""
@@ -151,7 +156,17 @@ class _Driver:
         return dict(pre.env)
 
     def _base_env(self, side_env: dict[str, str], source_dir: Path | None) -> dict[str, str]:
-        env = dict(os.environ)
+        """A step's environment: the allow-listed part of the allocation's environment
+        (never the whole of it), the launch preamble, the gate's own env with its secret
+        references resolved here, and the names the trainer must mask in provenance."""
+        from orchestrator.domain.secrets import is_secret_name
+        from orchestrator.executors.runenv import inherited_env, resolve_secret_refs
+
+        try:
+            side_env = resolve_secret_refs(side_env, os.environ)
+        except KeyError as exc:
+            raise _GateFailed(str(exc.args[0])) from None
+        env = inherited_env(os.environ, self.policy)
         env.update(self._preamble())
         env.update(MULTICAST_OFF)
         # One compile cache per allocation, so X and B do not pay A's compile again.
@@ -162,6 +177,10 @@ class _Driver:
         env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env.update(side_env)
         env.update({k: v for k, v in MULTICAST_OFF.items() if k not in side_env})
+        if self.policy.run_as_user:
+            env.update(self.run_as_env)
+        env["AXBGATE_MASKED_ENV"] = ",".join(
+            sorted(k for k in env if is_secret_name(k, self.policy.secret_patterns)))
         return env
 
     # ---- phases -------------------------------------------------------------------
@@ -330,6 +349,10 @@ class _Driver:
             signal.signal(sig, self._on_signal)
         self._save_status()
         try:
+            try:
+                self.run_as_env = prepare_run_as(self.policy.run_as_user, self.paths)
+            except (RuntimeError, KeyError, OSError) as exc:
+                raise _GateFailed(f"cannot run steps as {self.policy.run_as_user}: {exc}") from None
             sources = self._source_dirs()
             self._save_status(sources={k: str(v) if v else None for k, v in sources.items()})
             if self.plan.health.get("enabled", True):

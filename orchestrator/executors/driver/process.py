@@ -11,15 +11,17 @@ it if the driver itself is killed outright.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Cancelled", "StepResult", "kill_group", "reap_active_step", "run_step"]
+__all__ = ["Cancelled", "StepResult", "kill_group", "prepare_run_as", "reap_active_step", "run_step"]
 
 _KILL_GRACE_S = 10.0
 _POLL_S = 0.25
@@ -59,6 +61,44 @@ def reap_active_step(pgid_file: Path) -> bool:
         killed = False
     Path(pgid_file).unlink(missing_ok=True)
     return killed
+
+
+def prepare_run_as(user: str | None, paths) -> dict[str, str]:
+    """Make a gate folder usable by the account its steps run as.
+
+    The run-time folders (runs, compile cache, a private ``HOME``) are handed to ``user``;
+    a probe step checks that ``user`` can start this interpreter and reach the gate folder.
+
+    Args:
+        user: Account name (``security.run_as_user``) or ``None`` (nothing to do).
+        paths: The gate's :class:`~orchestrator.executors.plan.GatePaths`.
+
+    Returns:
+        ``HOME``, ``USER`` and ``LOGNAME`` of the steps (empty without ``user``).
+
+    Raises:
+        RuntimeError: The driver cannot switch users (not root) or ``user`` cannot reach
+            the gate folder; the message says what to change.
+    """
+    if not user:
+        return {}
+    entry = pwd.getpwnam(user)
+    if os.geteuid() != 0:
+        raise RuntimeError(f"security.run_as_user={user} needs the server (and so the driver) "
+                           "to run as root to switch users")
+    for folder in (paths.runs_dir, paths.compile_cache, paths.run_home):
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import os, sys; sys.exit(0 if os.access(sys.argv[1], os.W_OK) else 3)",
+         str(paths.runs_dir)], user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
+        env={"PATH": os.defpath}, capture_output=True, timeout=60, check=False)
+    if probe.returncode != 0:
+        raise RuntimeError(
+            f"security.run_as_user={user} cannot start {sys.executable} or write {paths.runs_dir} "
+            f"(exit {probe.returncode}): make the interpreter and the data directory's parents "
+            "traversable for that account (chmod o+x)")
+    return {"HOME": str(paths.run_home), "USER": user, "LOGNAME": user}
 
 
 class _LogPump(threading.Thread):
@@ -133,7 +173,8 @@ def _stop(child: subprocess.Popen) -> None:
 def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
              deadline_s: float, max_log_bytes: int, pgid_file: Path,
              cancel_reason: Callable[[], str | None],
-             on_line: Callable[[str], None] | None = None) -> StepResult:
+             on_line: Callable[[str], None] | None = None,
+             run_as: str | None = None) -> StepResult:
     """Run one step to its end, its deadline or a cancel.
 
     Args:
@@ -146,6 +187,8 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
         pgid_file: Where the step's process group id is kept while it runs.
         cancel_reason: Returns a reason once the allocation was asked to stop.
         on_line: Called with every complete output line while the step runs.
+        run_as: Account the step runs as (uid, primary gid, no supplementary groups);
+            ``None`` keeps the driver's.
 
     Returns:
         The :class:`StepResult`; ``error`` names a deadline, output overflow, signal or
@@ -160,9 +203,13 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
     overflow = f"wrote more than {max_log_bytes} bytes of output and was killed (max_log_bytes)"
     with open(log_path, "ab", buffering=0) as log:
         log.write(f"# axbgate step: {argv!r}\n".encode())
+        ids = {}
+        if run_as:
+            entry = pwd.getpwnam(run_as)
+            ids = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
         child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True)
+                                 start_new_session=True, **ids)
         pgid_file.write_text(f"{child.pid}\n")
         pump = _LogPump(child.stdout, log, max_log_bytes, on_line)
         pump.start()
