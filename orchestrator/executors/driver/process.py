@@ -15,7 +15,6 @@ import pwd
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -89,15 +88,13 @@ def prepare_run_as(user: str | None, paths) -> dict[str, str]:
     for folder in (paths.runs_dir, paths.compile_cache, paths.run_home):
         folder.mkdir(parents=True, exist_ok=True)
         os.chown(folder, entry.pw_uid, entry.pw_gid)
-    probe = subprocess.run(
-        [sys.executable, "-c", "import os, sys; sys.exit(0 if os.access(sys.argv[1], os.W_OK) else 3)",
-         str(paths.runs_dir)], user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
-        env={"PATH": os.defpath}, capture_output=True, timeout=60, check=False)
+    probe = subprocess.run(["test", "-w", str(paths.runs_dir)], user=entry.pw_uid, group=entry.pw_gid,
+                           extra_groups=[], env={"PATH": os.defpath}, capture_output=True, timeout=60,
+                           check=False)
     if probe.returncode != 0:
         raise RuntimeError(
-            f"security.run_as_user={user} cannot start {sys.executable} or write {paths.runs_dir} "
-            f"(exit {probe.returncode}): make the interpreter and the data directory's parents "
-            "traversable for that account (chmod o+x)")
+            f"security.run_as_user={user} cannot reach {paths.runs_dir}: make the data directory and "
+            "its parents traversable for that account (chmod o+x)")
     return {"HOME": str(paths.run_home), "USER": user, "LOGNAME": user}
 
 
@@ -207,9 +204,14 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
         if run_as:
             entry = pwd.getpwnam(run_as)
             ids = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-        child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, **ids)
+        try:
+            child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, **ids)
+        except OSError as exc:  # missing program, no permission (run_as_user): this step fails
+            message = f"could not start {argv[0]}" + (f" as {run_as}" if run_as else "") + f": {exc}"
+            log.write(f"# axbgate: {message}\n".encode())
+            return StepResult(None, message, time.monotonic() - start)
         pgid_file.write_text(f"{child.pid}\n")
         pump = _LogPump(child.stdout, log, max_log_bytes, on_line)
         pump.start()
