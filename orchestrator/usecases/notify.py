@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session
 from orchestrator import store
 from orchestrator.db.models import Bisection, RepoEvent, TrackedRepository, WebhookDelivery
 from orchestrator.domain.errors import ValidationFailed
+from orchestrator.domain.secrets import mask_url
 from orchestrator.settings import Settings
 
 __all__ = ["TargetRefused", "build_payload", "check_webhook_targets", "deliver_due",
@@ -169,7 +170,7 @@ def build_payload(*, session: Session, repo: TrackedRepository, event: RepoEvent
         "event_id": event.id,
         "gate_id": gate_id,
         "repository_id": repo.id,
-        "repo": repo.url,
+        "repo": mask_url(repo.url),
         "branch": repo.branch,
         "control_sha": event.control_sha,
         "candidate_sha": event.candidate_sha,

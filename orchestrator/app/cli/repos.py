@@ -180,6 +180,25 @@ def repo_remove(repo_id: Annotated[int, typer.Argument(min=1, help="Repository i
     typer.echo(f"repository {repo_id} removed")
 
 
+@repo_app.command("webhook-secret")
+def repo_webhook_secret(
+    repo_id: Annotated[int, typer.Argument(min=1, help="Repository id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Replace the repository's webhook signing secret and show the new one once."""
+    from orchestrator.schemas.repos import RepoCreatedPublic
+    from orchestrator.usecases import regate
+
+    if is_remote():
+        repo = RepoCreatedPublic.model_validate(remote_call("POST", f"/repos/{repo_id}/webhook-secret"))
+    else:
+        repo = embedded(lambda s: regate.rotate_webhook_secret(session=s, repo_id=repo_id))
+    if as_json:
+        echo_json(repo.model_dump(mode="json"))
+        return
+    typer.echo(f"repository {repo.id}: new webhook signing secret (shown once): {repo.webhook_secret}")
+
+
 def regate_cmd(
     once: Annotated[bool, typer.Option("--once", help="Do one pass now (required).")] = False,
     repo: Annotated[list[int] | None, typer.Option("--repo", help="Repository id (repeat; default all).")] = None,
