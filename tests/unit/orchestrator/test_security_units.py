@@ -100,3 +100,14 @@ def test_token_scopes(session):
         create_token(session=session, name="x", scopes=["root"])
     with pytest.raises(ValidationFailed, match="control characters"):
         create_token(session=session, name="a\x1b[2Jb")
+
+
+def test_trainer_provenance_masks_the_names_the_driver_lists(monkeypatch):
+    from trainer.records import _provenance_env
+
+    monkeypatch.setenv("TORCH_HUB_TOKEN", "t0k3n")
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    monkeypatch.setenv("AXBGATE_MASKED_ENV", "TORCH_HUB_TOKEN,OTHER")
+    env = _provenance_env()
+    assert env["TORCH_HUB_TOKEN"] == "***" and env["NCCL_DEBUG"] == "WARN"
+    assert "AXBGATE_MASKED_ENV" not in env
