@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # README's first command: set up, then run a real A/X/B gate end to end on the embedded
-# default (SQLite ledger + local executor): the CPU health gate (gloo, 2 ranks), then
-# control A, candidate X (packed QKV projections), control B of the bundled FSDP2 LTX-2
-# trainer's tiny recipe, then the verdict, stored in the ledger.
+# default (SQLite ledger + local executor): the CPU health gate, then control A, candidate
+# X, control B of the bundled FSDP2 LTX-2 trainer's cpu-demo recipe, then the verdict,
+# stored in the ledger.
+#
+# Sized for a 2-core machine: ONE rank with one intra-op thread (OMP_NUM_THREADS=1), so
+# the other core is free for the driver and the ranks never fight over cores; the
+# controls run with full activation checkpointing and the candidate without it, a real
+# change of about a quarter of the step time (AC recomputes every block's forward in the
+# backward pass), so the gate has something to decide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 exec .venv/bin/axbgate gate \
-  --title "tiny LTX-2: packed QKV vs split" \
-  --recipe tiny \
-  --candidate-override model.packed_qkv=true \
-  --warmup-steps 3 --measured-steps 12 \
+  --title "cpu-demo LTX-2: activation checkpointing off vs on" \
+  --recipe cpu-demo \
+  --ntasks-per-node 1 \
+  --control-env OMP_NUM_THREADS=1 --candidate-env OMP_NUM_THREADS=1 \
+  --control-override parallel.activation_checkpointing=full \
+  --candidate-override parallel.activation_checkpointing=none \
+  --warmup-steps 3 --measured-steps 15 --max-extend 2 \
   "$@"

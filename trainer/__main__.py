@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 from trainer.config import list_recipes, load_recipe
 from trainer.flops import flops_per_sample
@@ -60,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in out.items():
                 print(f"{key}: {value}")
         return 0
+    imports_start = time.time()
     from trainer.train import main as train_main
 
-    code = train_main(recipe)
+    code = train_main(recipe, timeline={"imports_start_unix": imports_start,
+                                        "imports_done_unix": time.time()})
     # The process group is destroyed and every record is flushed at this point.
     # Skip interpreter teardown: with bf16 gloo runs on CPU, a C++ thread
     # destructor intermittently calls std::terminate at exit (SIGABRT after a

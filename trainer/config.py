@@ -190,12 +190,37 @@ class ParallelConfig(_Section):
 
 
 class MeasureConfig(_Section):
-    """Measurement contract counts (DESIGN.md section 2)."""
+    """Measurement contract counts (DESIGN.md section 2, docs/record-contract.md).
+
+    Warmup is either a fixed count or ends at steady state: once at least
+    ``warmup_steps`` steps ran and the last ``steady_window`` slowest-rank step times lie
+    within ``steady_tolerance_pct`` of their median (at most ``max_warmup_steps``). The
+    measured window is ``measured_steps`` steps, or, with ``measured_seconds``, as many
+    steps as fill that many seconds at the steady-state step time (at least
+    ``measured_steps``, at most ``max_measured_steps``), decided once when warmup ends so
+    the timed loop itself runs without a collective.
+    """
 
     warmup_steps: int = Field(10, ge=0)
-    """Optimizer steps discarded at the start."""
+    """Optimizer steps discarded at the start (the minimum under ``steady``)."""
     measured_steps: int = Field(20, ge=1)
-    """Optimizer steps whose slowest-rank median is reported."""
+    """Optimizer steps whose slowest-rank median is reported (the minimum with
+    ``measured_seconds``)."""
+    warmup_mode: Literal["fixed", "steady"] = "fixed"
+    """``fixed``: exactly ``warmup_steps``; ``steady``: until the step time settles."""
+    max_warmup_steps: int = Field(50, ge=1)
+    """Steady-state warmup gives up settling after this many steps (they are all warmup)."""
+    steady_window: int = Field(5, ge=2)
+    """Consecutive slowest-rank step times that must agree to end a steady warmup."""
+    steady_tolerance_pct: float = Field(1.0, gt=0)
+    """How far (percent of their median) those step times may spread."""
+    measured_seconds: float | None = Field(None, gt=0)
+    """Measured window in seconds of step time (None: ``measured_steps`` steps)."""
+    max_measured_steps: int = Field(100000, ge=1)
+    """Cap on the measured steps of a time window."""
+    delay_fraction: float = Field(0.0, ge=0.0, le=1.0)
+    """For validating gates only: after each step, sleep this fraction of the step's own
+    time, a calibrated slowdown (0.01 makes every step about 1% longer)."""
     profile_dir: str | None = None
     """If set, profile 2 extra steps after the measured ones and write the
     torch.profiler summary table there (rank 0)."""

@@ -9,6 +9,7 @@ the measured (post-warmup) steps.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -76,6 +77,11 @@ class StepTimer:
             self.step_s.append(now - self._last)
         self._last = now
 
+    def restart(self) -> None:
+        """Start the current interval again now (excludes work done since :meth:`fetch`,
+        e.g. the warmup decision's collective, from the step it opened)."""
+        self._last = self._clock()
+
     def close(self) -> None:
         """Synchronise the device and close the last interval."""
         self._sync()
@@ -99,6 +105,46 @@ def slowest_rank(per_rank_step_s: list[list[float]]) -> list[float]:
     if len(lengths) != 1:
         raise ValueError(f"ranks recorded different step counts: {sorted(lengths)}")
     return [max(col) for col in zip(*per_rank_step_s)]
+
+
+def steady_state_reached(slowest_s: list[float], window: int, tolerance_pct: float) -> bool:
+    """Whether the last ``window`` slowest-rank step times agree within the tolerance.
+
+    Args:
+        slowest_s: Slowest-rank step seconds so far.
+        window: How many of the latest steps must agree (>= 2).
+        tolerance_pct: Largest allowed distance of any of them from their median,
+            percent of that median.
+
+    Returns:
+        True when there are at least ``window`` steps and all of the latest ``window``
+        lie within ``median x (1 +/- tolerance_pct / 100)``.
+    """
+    if len(slowest_s) < window:
+        return False
+    recent = slowest_s[-window:]
+    mid = statistics.median(recent)
+    return mid > 0 and max(abs(s - mid) for s in recent) <= mid * tolerance_pct / 100.0
+
+
+def measured_steps_for_window(recent_s: list[float], seconds: float, minimum: int,
+                              maximum: int) -> int:
+    """Measured steps that fill ``seconds`` at the median of the recent step times.
+
+    Args:
+        recent_s: The latest slowest-rank step seconds (the settled warmup steps).
+        seconds: Measured window, seconds of step time.
+        minimum: Fewest measured steps.
+        maximum: Most measured steps.
+
+    Returns:
+        ``clamp(ceil(seconds / median(recent_s)), minimum, maximum)``; ``minimum``
+        when there is no usable step time.
+    """
+    if not recent_s or statistics.median(recent_s) <= 0:
+        return minimum
+    wanted = math.ceil(seconds / statistics.median(recent_s))
+    return max(minimum, min(maximum, wanted))
 
 
 def run_median(slowest_rank_step_s: list[float], num_warmup_steps: int) -> float:

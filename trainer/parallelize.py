@@ -25,17 +25,28 @@ logger = logging.getLogger(__name__)
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def apply_ac(model: nn.Module) -> None:
+def apply_ac(model: nn.Module, attention_backend: str = "auto") -> None:
     """Wrap every block in full (non-reentrant) activation checkpointing.
+
+    The recompute runs during backward, outside the model forward's SDPA backend
+    context, so the same backend is entered for it too (``context_fn``); otherwise SDPA
+    may pick another kernel and the recomputed tensors no longer match the saved ones
+    (``CheckpointError: Recomputed values ... have different metadata``).
 
     Args:
         model: The transformer; ``transformer_blocks`` entries are replaced.
+        attention_backend: ``ModelConfig.attention_backend`` of the recipe.
     """
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
+    from trainer.model import sdpa_context
+
+    def contexts():
+        return sdpa_context(attention_backend), sdpa_context(attention_backend)
+
     blocks = model.transformer_blocks
     for i, block in enumerate(list(blocks)):
-        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
+        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False, context_fn=contexts)
 
 
 def apply_compile(model: nn.Module) -> None:
@@ -86,7 +97,7 @@ def apply_fsdp(model: nn.Module, cfg: ParallelConfig, mesh) -> None:
 def parallelize(model: nn.Module, cfg: ParallelConfig, mesh) -> nn.Module:
     """AC, then regional compile, then FSDP2; returns the same (now sharded) model."""
     if cfg.activation_checkpointing == "full":
-        apply_ac(model)
+        apply_ac(model, getattr(getattr(model, "cfg", None), "attention_backend", "auto"))
     if cfg.compile:
         apply_compile(model)
     apply_fsdp(model, cfg, mesh)

@@ -34,6 +34,22 @@ def emit(prefix: str, payload: dict[str, Any], stream: TextIO | None = None) -> 
     out.flush()
 
 
+def process_times() -> dict[str, float]:
+    """When this process started, Unix seconds (Linux ``/proc``; empty elsewhere).
+
+    ``/proc/self/stat`` field 22 is the start time in clock ticks after boot and
+    ``/proc/stat``'s ``btime`` the boot time in Unix seconds (proc(5)).
+    """
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime "))
+        return {"process_start_unix": btime + ticks / os.sysconf("SC_CLK_TCK")}
+    except (OSError, ValueError, StopIteration, IndexError):
+        return {}
+
+
 def _git(*args: str) -> str | None:
     try:
         res = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent,

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -212,17 +213,67 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, num_steps: int,
-              log: RunLog) -> None:
+def _slowest(step_s: float, d: Dist) -> float:
+    """This step's time on the slowest rank (one scalar all-reduce; warmup only)."""
+    value = torch.tensor([step_s], dtype=torch.float64, device=d.device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return float(value.item())
+
+
+def _window(recipe: Recipe, warm_slowest: list[float]) -> int:
+    """Measured steps once warmup is over (a count, or the steps filling a time window)."""
+    m = recipe.measure
+    if m.measured_seconds is None:
+        return m.measured_steps
+    return metrics.measured_steps_for_window(warm_slowest[-m.steady_window:], m.measured_seconds,
+                                             m.measured_steps, m.max_measured_steps)
+
+
+def _warmup_over(recipe: Recipe, step: int, warm_slowest: list[float]) -> bool:
+    m = recipe.measure
+    if m.warmup_mode == "fixed":
+        return step >= m.warmup_steps
+    return step >= m.max_warmup_steps or (
+        step >= m.warmup_steps
+        and metrics.steady_state_reached(warm_slowest, m.steady_window, m.steady_tolerance_pct))
+
+
+def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
+              timeline: dict[str, float]) -> tuple[int, int]:
     """The timed loop: fetch, step, read loss/norm on the host, check finiteness.
+
+    Warmup ends by the recipe's rule (``measure.warmup_mode``); while it lasts, each
+    closed step's slowest-rank time is agreed with one scalar all-reduce, excluded from
+    the next step's interval, so every rank ends warmup at the same step and sizes the
+    measured window (``measure.measured_seconds``) the same way. The measured steps run
+    without any collective besides the model's own.
+
+    Returns:
+        ``(num_warmup_steps, num_measured_steps)`` actually run.
 
     Raises:
         NonFiniteError: Loss or gradient norm is not finite (same step on all ranks).
     """
+    m = recipe.measure
     timer = metrics.StepTimer(lambda: _sync(d.device))
     timer.step_s = log.step_s
-    for step in range(num_steps):
+    needs_agreement = m.warmup_mode == "steady" or m.measured_seconds is not None
+    fixed = m.warmup_mode == "fixed" and m.measured_seconds is None
+    warmup, total = (m.warmup_steps, m.warmup_steps + m.measured_steps) if fixed else (None, None)
+    warm_slowest: list[float] = []
+    step = 0
+    while total is None or step < total:
         timer.fetch()
+        if warmup is None and step > 0:
+            warm_slowest.append(_slowest(log.step_s[-1], d) if needs_agreement else log.step_s[-1])
+            if _warmup_over(recipe, step, warm_slowest):
+                warmup, total = step, step + _window(recipe, warm_slowest)
+            timer.restart()
+        if warmup is not None and step == warmup and "warmup_end_unix" not in timeline:
+            timeline["warmup_end_unix"] = time.time()
+        if step == 0:
+            timeline["first_step_start_unix"] = time.time()
+        step_start = time.perf_counter()
         micro = next(batches)
         loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm)
         dist.all_reduce(loss)
@@ -233,7 +284,14 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, num_steps: int
             raise NonFiniteError(f"non-finite loss={loss_v} or grad_norm={norm_v} at step {step}")
         log.loss.append(loss_v)
         log.grad_norm.append(norm_v)
+        if m.delay_fraction > 0:  # a calibrated slowdown for validating gates
+            time.sleep(m.delay_fraction * (time.perf_counter() - step_start))
+        if step == 0:
+            timeline["first_step_end_unix"] = time.time()
+        step += 1
     timer.close()
+    timeline["last_step_end_unix"] = time.time()
+    return int(warmup or 0), int(total - (warmup or 0))
 
 
 def gather_step_times(step_s: list[float], d: Dist) -> list[list[float]]:
@@ -278,10 +336,19 @@ def profile_steps(recipe: Recipe, d: Dist, model, optimizer, batches) -> None:
         logger.info("profile table written to %s", out / "profile_rank0.txt")
 
 
-def _result(recipe: Recipe, d: Dist, slowest: list[float], gpu_model: str | None,
+def _warmup_rule(recipe: Recipe) -> dict:
+    """The warmup and window rule every run of a gate shares (recorded with the timing)."""
+    m = recipe.measure
+    return {"mode": m.warmup_mode, "min_warmup_steps": m.warmup_steps,
+            "max_warmup_steps": m.max_warmup_steps, "steady_window": m.steady_window,
+            "steady_tolerance_pct": m.steady_tolerance_pct, "measured_seconds": m.measured_seconds,
+            "min_measured_steps": m.measured_steps}
+
+
+def _result(recipe: Recipe, d: Dist, slowest: list[float], num_warmup: int, gpu_model: str | None,
             peak: float | None, memory: tuple[int | None, int | None]) -> dict:
-    m, t = recipe.measure, recipe.train
-    median = metrics.run_median(slowest, m.warmup_steps)
+    t = recipe.train
+    median = metrics.run_median(slowest, num_warmup)
     fps = flops_per_sample(recipe)
     per_gpu = t.local_batch_size * t.grad_accum_steps
     samples_per_s = per_gpu * d.world_size / median
@@ -298,15 +365,23 @@ def _result(recipe: Recipe, d: Dist, slowest: list[float], gpu_model: str | None
     }
 
 
-def main(recipe: Recipe) -> int:
+def main(recipe: Recipe, timeline: dict[str, float] | None = None) -> int:
     """Run one recipe under the measurement contract; returns the exit code.
 
     Rank 0 prints ``AXBGATE_PROVENANCE``, one ``AXBGATE_STEP`` per step,
-    ``AXBGATE_TIMING`` and ``AXBGATE_RESULT`` (docs/record-contract.md). A
+    ``AXBGATE_TIMING``, ``AXBGATE_RESULT`` and ``AXBGATE_TIMELINE`` (Unix times of
+    the run's phases: process start, imports, process group, model built, first step,
+    warmup end, last step; docs/record-contract.md). A
     non-finite loss or gradient norm, or any error, prints a result with
     ``status: failed`` and returns 1.
     """
+    timeline = {**(timeline or {}), "main_start_unix": time.time()}
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]) > 0:
+        # Explicit, so a rank forked from the fork server (torch already imported) uses
+        # the run's thread count, not the server's.
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     d = init_distributed(recipe)
+    timeline["process_group_ready_unix"] = time.time()
     is_cuda = d.device.type == "cuda"
     gpu_model = torch.cuda.get_device_name(d.device) if is_cuda else None
     peak = metrics.peak_flops_per_gpu(gpu_model)
@@ -322,6 +397,7 @@ def main(recipe: Recipe) -> int:
     log = RunLog()
     try:
         model, optimizer = build(recipe, d)
+        timeline["model_built_unix"] = time.time()
         start = 0
         if recipe.checkpoint.resume_dcp:
             start = checkpoint.load_dcp(model, optimizer, recipe.checkpoint.resume_dcp)
@@ -331,7 +407,7 @@ def main(recipe: Recipe) -> int:
             next(batches)
         if is_cuda:
             torch.cuda.reset_peak_memory_stats(d.device)
-        run_steps(recipe, d, model, optimizer, batches, m.warmup_steps + m.measured_steps, log)
+        num_warmup, num_measured = run_steps(recipe, d, model, optimizer, batches, log, timeline)
         per_rank = gather_step_times(log.step_s, d)
         slowest = metrics.slowest_rank(per_rank)
         memory = _peak_memory(d)
@@ -339,12 +415,16 @@ def main(recipe: Recipe) -> int:
             for i, s in enumerate(slowest):
                 records.emit("AXBGATE_STEP", {
                     "step": i, "slowest_rank_step_s": s, "rank_step_s": per_rank[0][i],
-                    "phase": "warmup" if i < m.warmup_steps else "measured",
+                    "phase": "warmup" if i < num_warmup else "measured",
                     "loss": log.loss[i], "grad_norm": log.grad_norm[i], "lr": t.lr})
             records.emit("AXBGATE_TIMING", {
-                "slowest_rank_step_s": slowest, "num_warmup_steps": m.warmup_steps,
-                "num_measured_steps": m.measured_steps, "per_rank_step_s": per_rank})
-            records.emit("AXBGATE_RESULT", _result(recipe, d, slowest, gpu_model, peak, memory))
+                "slowest_rank_step_s": slowest, "num_warmup_steps": num_warmup,
+                "num_measured_steps": num_measured, "per_rank_step_s": per_rank,
+                "warmup_rule": _warmup_rule(recipe)})
+            records.emit("AXBGATE_RESULT", _result(recipe, d, slowest, num_warmup, gpu_model, peak,
+                                                   memory))
+            records.emit("AXBGATE_TIMELINE", {**records.process_times(), **timeline,
+                                              "records_done_unix": time.time()})
         if recipe.checkpoint.save_dcp:
             checkpoint.save_dcp(model, optimizer, start + len(log.loss), recipe.checkpoint.save_dcp)
         if recipe.checkpoint.export_safetensors:

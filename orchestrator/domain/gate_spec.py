@@ -239,6 +239,18 @@ class GateOptions(BaseModel):
     """Output a run may write, bytes (default 2 GiB); a run past it is killed and fails."""
     max_extend: int = Field(0, ge=0, le=5)
     """While the verdict is ``inconclusive``, append ``X B`` up to this many times."""
+    fork_server: bool = True
+    """Local bundled-trainer runs are forked from a process that imported torch once per
+    allocation (each run is still a fresh set of processes); False: torchrun per run."""
+    warmup_mode: Literal["fixed", "steady"] = "fixed"
+    """``fixed``: every run warms up exactly ``warmup_steps``; ``steady``: warmup ends when
+    the last 5 slowest-rank step times agree within 1% (at least ``warmup_steps``, at most
+    ``max_warmup_steps``). Every run of the gate uses the same rule."""
+    max_warmup_steps: int = Field(50, ge=1, le=100000)
+    """Most warmup steps under ``steady`` (the run measures from there even if unsettled)."""
+    measured_seconds: float | None = Field(None, gt=0, le=86400)
+    """Measured window in seconds of step time, sized once per run at the steady-state
+    step time (at least ``measured_steps`` steps); None: exactly ``measured_steps``."""
 
 
 class GateCreate(BaseModel):
@@ -268,6 +280,18 @@ class GateCreate(BaseModel):
     """Output a run may write, bytes (default 2 GiB); a run past it is killed and fails."""
     max_extend: int = Field(0, ge=0, le=5)
     """While the verdict is ``inconclusive``, append ``X B`` up to this many times."""
+    fork_server: bool = True
+    """Local bundled-trainer runs are forked from a process that imported torch once per
+    allocation (each run is still a fresh set of processes); False: torchrun per run."""
+    warmup_mode: Literal["fixed", "steady"] = "fixed"
+    """``fixed``: every run warms up exactly ``warmup_steps``; ``steady``: warmup ends when
+    the last 5 slowest-rank step times agree within 1% (at least ``warmup_steps``, at most
+    ``max_warmup_steps``). Every run of the gate uses the same rule."""
+    max_warmup_steps: int = Field(50, ge=1, le=100000)
+    """Most warmup steps under ``steady`` (the run measures from there even if unsettled)."""
+    measured_seconds: float | None = Field(None, gt=0, le=86400)
+    """Measured window in seconds of step time, sized once per run at the steady-state
+    step time (at least ``measured_steps`` steps); None: exactly ``measured_steps``."""
 
     @field_validator("run_pattern")
     @classmethod
@@ -277,7 +301,9 @@ class GateCreate(BaseModel):
     def options(self) -> GateOptions:
         """The request's run options, as stored in ``Gate.options``."""
         return GateOptions(health=self.health, run_timeout_s=self.run_timeout_s,
-                           max_log_bytes=self.max_log_bytes, max_extend=self.max_extend)
+                           max_log_bytes=self.max_log_bytes, max_extend=self.max_extend,
+                           warmup_mode=self.warmup_mode, max_warmup_steps=self.max_warmup_steps,
+                           measured_seconds=self.measured_seconds, fork_server=self.fork_server)
 
     @field_validator("tags")
     @classmethod
@@ -295,6 +321,9 @@ class GateCreate(BaseModel):
             get_policy(self.policy, **self.policy_params)
         except ValueError as exc:
             raise ValueError(f"policy: {exc}") from None
+        if self.warmup_mode == "steady" and self.max_warmup_steps < max(self.warmup_steps, 2):
+            raise ValueError("max_warmup_steps must be at least warmup_steps (and 2) under "
+                             "warmup_mode 'steady'")
         if self.workload.command is not None and (
             self.control.recipe_overrides or self.candidate.recipe_overrides
         ):

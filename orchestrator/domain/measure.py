@@ -51,22 +51,18 @@ def _non_finite_step(parsed: ParsedLog) -> str | None:
     return None
 
 
-def measure_run(
-    parsed: ParsedLog,
-    *,
-    expected_warmup_steps: int | None = None,
-    expected_measured_steps: int | None = None,
-) -> RunOutcome:
-    """Compute a run's measurement from its parsed log.
+def _check_window(warmup: int, measured: int, warmup_bounds: tuple[int, int] | None,
+                  min_measured_steps: int | None) -> str | None:
+    if warmup_bounds is not None and not warmup_bounds[0] <= warmup <= warmup_bounds[1]:
+        return (f"the run used {warmup} warmup steps, the gate's rule allows "
+                f"{warmup_bounds[0]}-{warmup_bounds[1]}")
+    if min_measured_steps is not None and measured < min_measured_steps:
+        return f"the run measured {measured} steps, the gate asked for at least {min_measured_steps}"
+    return None
 
-    Args:
-        parsed: Output of :func:`orchestrator.domain.records.parse`.
-        expected_warmup_steps: Warmup count the gate asked for; defaults to the log's.
-        expected_measured_steps: Measured count the gate asked for; defaults to the log's.
 
-    Returns:
-        A :class:`RunOutcome`; never raises for a bad run (the reason is in ``error``).
-    """
+def _result_fields(parsed: ParsedLog) -> dict[str, Any]:
+    """Run columns taken as printed: result numbers, provenance, versions, clocks."""
     result = parsed.result or {}
     fields: dict[str, Any] = {}
     for key in (
@@ -96,6 +92,34 @@ def measure_run(
         k: prov[k] for k in ("max_sm_clock_mhz", "sm_clock_mhz", "power_limit_w", "throttle_reasons")
         if k in prov
     }
+    return fields
+
+
+def measure_run(
+    parsed: ParsedLog,
+    *,
+    expected_warmup_steps: int | None = None,
+    expected_measured_steps: int | None = None,
+    warmup_bounds: tuple[int, int] | None = None,
+    min_measured_steps: int | None = None,
+) -> RunOutcome:
+    """Compute a run's measurement from its parsed log.
+
+    Args:
+        parsed: Output of :func:`orchestrator.domain.records.parse`.
+        expected_warmup_steps: Warmup count the gate asked for (fixed warmup); defaults
+            to the log's.
+        expected_measured_steps: Measured count the gate asked for (fixed window);
+            defaults to the log's.
+        warmup_bounds: Under a steady-state warmup rule, the fewest and most warmup
+            steps the rule allows (the log's count must lie within).
+        min_measured_steps: Under a time window, the fewest measured steps allowed.
+
+    Returns:
+        A :class:`RunOutcome`; never raises for a bad run (the reason is in ``error``).
+    """
+    result = parsed.result or {}
+    fields = _result_fields(parsed)
     log_median = result.get("median_step_s")
     log_median = float(log_median) if log_median is not None else None
 
@@ -126,8 +150,15 @@ def measure_run(
         return failed(
             f"the run measured {measured} steps, the gate asked for {expected_measured_steps}"
         )
+    window_error = _check_window(warmup, measured, warmup_bounds, min_measured_steps)
+    if window_error:
+        return failed(window_error)
     fields["num_warmup_steps"] = warmup
     fields["num_measured_steps"] = measured
+    if parsed.timeline:
+        fields["result_extra"]["timeline"] = parsed.timeline
+    if parsed.timing is not None and (parsed.timing.get("extra") or {}).get("warmup_rule"):
+        fields["result_extra"]["warmup_rule"] = parsed.timing["extra"]["warmup_rule"]
     if len(times) < warmup + measured:
         return failed(f"the run finished {len(times)} of {warmup + measured} steps")
     try:

@@ -75,6 +75,7 @@ class ParsedLog:
         health: Health-check records.
         allocation: The allocation summary record or ``None``.
         num_record_lines: How many lines were records.
+        timeline: The run's phase times (``AXBGATE_TIMELINE``, Unix seconds) or ``None``.
     """
 
     dialect: str | None = None
@@ -85,6 +86,7 @@ class ParsedLog:
     health: list[HealthRecord] = dataclasses.field(default_factory=list)
     allocation: dict[str, Any] | None = None
     num_record_lines: int = 0
+    timeline: dict[str, Any] | None = None
 
     def slowest_rank_step_s(self) -> list[float]:
         """Return every per-step slowest-rank time in seconds, warmup included.

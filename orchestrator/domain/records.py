@@ -36,6 +36,7 @@ RECORD_PREFIXES = (
     "AXBGATE_PROVENANCE",
     "AXBGATE_HEALTH",
     "AXBGATE_ALLOCATION",
+    "AXBGATE_TIMELINE",
     "BF16_STEP",
     "BF16_TIMING",
     "BF16_RESULT",
@@ -303,6 +304,9 @@ class RecordParser:
             parsed.provenance.update({k: v for k, v in obj.items() if k != "v"})
         elif kind == "HEALTH":
             parsed.health.append(_parse_health(obj, line_no, harness))
+        elif kind == "TIMELINE":
+            parsed.timeline = {k: v for k, v in obj.items()
+                               if k != "v" and isinstance(v, (int, float)) and not isinstance(v, bool)}
         elif kind == "ALLOCATION":
             if "health_verdict" not in obj:
                 raise RecordError(line_no, "AXBGATE_ALLOCATION is missing 'health_verdict'")

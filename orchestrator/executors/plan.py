@@ -130,6 +130,16 @@ class GatePaths:
         return self.root / "steps-collected"
 
     @property
+    def fork_server_socket(self) -> Path:
+        """UNIX socket of the trainer's fork server (local recipe gates)."""
+        return self.root / "forkserver.sock"
+
+    @property
+    def fork_server_log(self) -> Path:
+        """Output of the trainer's fork server."""
+        return self.root / "forkserver.log"
+
+    @property
     def driver_error(self) -> Path:
         """Traceback of a driver that broke."""
         return self.root / "driver-error.log"
@@ -192,6 +202,14 @@ class GatePlan:
     control_history: list[list[float]] = dataclasses.field(default_factory=list)
     """Control-median pairs of earlier gates of the same control identity, seconds; the
     same history the service judges the stored verdict with."""
+    fork_server: bool = True
+    """Launch local bundled-trainer runs from a fork server that imported torch once."""
+    warmup_mode: str = "fixed"
+    """``fixed`` or ``steady`` (domain.gate_spec.GateOptions)."""
+    max_warmup_steps: int = 50
+    """Most warmup steps under ``steady``."""
+    measured_seconds: float | None = None
+    """Measured window in seconds, or None for exactly ``num_measured_steps``."""
     max_log_bytes: int = 2 * 1024**3
     """Output one step may write, bytes; past it the step is killed and the run fails."""
     run_env: dict[str, Any] = dataclasses.field(default_factory=dict)

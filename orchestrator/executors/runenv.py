@@ -14,13 +14,22 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from orchestrator.domain.secrets import SECRET_REF_PREFIX, is_secret_name, secret_refs_of
 
-__all__ = ["RunEnvPolicy", "inherited_env", "referenced_names", "resolve_secret_refs",
-           "submission_env"]
+__all__ = ["MULTICAST_OFF", "RunEnvPolicy", "inherited_env", "referenced_names",
+           "resolve_secret_refs", "step_env", "submission_env"]
+
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+"""NVLink multicast off for every step unless the gate's env sets it (KINDS.md, H200)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,3 +132,34 @@ def resolve_secret_refs(side_env: Mapping[str, str], environ: Mapping[str, str])
         else:
             out[key] = value
     return out
+
+
+def step_env(environ: Mapping[str, str], policy: RunEnvPolicy, *, preamble: Mapping[str, str],
+             side_env: Mapping[str, str], compile_cache: Path, python_root: str,
+             run_as_env: Mapping[str, str]) -> dict[str, str]:
+    """The complete environment of one step (health gate or run) on the allocation.
+
+    The allow-listed part of ``environ`` (:func:`inherited_env`), the launch preamble,
+    multicast off, one compile cache per allocation (an operator's own cache setting is
+    kept: Inductor keys its entries by graph and configuration, so sharing is safe),
+    ``PYTHONPATH`` led by ``python_root``, the gate's env with its ``secret://``
+    references resolved from ``environ``, the run-as account's ``HOME``/``USER``, and
+    ``AXBGATE_MASKED_ENV``: the secret-looking names the trainer masks in provenance.
+
+    Raises:
+        KeyError: A referenced server variable is not set (the message names it).
+    """
+    side_env = resolve_secret_refs(side_env, environ)
+    env = inherited_env(environ, policy)
+    env.update(preamble)
+    env.update(MULTICAST_OFF)
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache / "inductor"))
+    env.setdefault("TRITON_CACHE_DIR", str(compile_cache / "triton"))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([python_root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(side_env)
+    env.update({k: v for k, v in MULTICAST_OFF.items() if k not in side_env})
+    env.update(run_as_env)
+    env["AXBGATE_MASKED_ENV"] = ",".join(
+        sorted(k for k in env if is_secret_name(k, policy.secret_patterns)))
+    return env

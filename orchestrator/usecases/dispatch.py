@@ -57,6 +57,10 @@ def build_plan(gate: Gate, data_dir: Path, run_env: RunEnvPolicy | None = None) 
         control_history=[list(p) for p in gate.control_history or []],
         max_log_bytes=options.max_log_bytes,
         run_env=(run_env or RunEnvPolicy.from_plan(None)).to_plan(),
+        warmup_mode=options.warmup_mode,
+        max_warmup_steps=options.max_warmup_steps,
+        measured_seconds=options.measured_seconds,
+        fork_server=options.fork_server,
     )
 
 

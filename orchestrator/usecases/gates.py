@@ -40,6 +40,11 @@ DECISIONS = ("accept", "reject", "neutral", "inconclusive", "pass", "regression"
              "rerun")
 
 
+_SIDE_MEASURE_KEYS = frozenset({"measure.delay_fraction", "measure.profile_dir"})
+"""``measure.*`` recipe keys one side may set: a calibrated slowdown for validating gates,
+and profiling. Everything that sizes the warmup or the measured window is the gate's."""
+
+
 def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:
     """Validate the bundled-trainer recipe of one side with its overrides.
 
@@ -61,7 +66,11 @@ def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:
         *getattr(gate_in, side).recipe_overrides,
         f"measure.warmup_steps={gate_in.warmup_steps}",
         f"measure.measured_steps={gate_in.measured_steps}",
+        f"measure.warmup_mode={gate_in.warmup_mode}",
+        f"measure.max_warmup_steps={gate_in.max_warmup_steps}",
     ]
+    if gate_in.measured_seconds is not None:
+        overrides.append(f"measure.measured_seconds={gate_in.measured_seconds}")
     try:
         return load_recipe(gate_in.workload.recipe, overrides).model_dump(mode="json")
     except (ValueError, FileNotFoundError, KeyError) as exc:
@@ -146,11 +155,11 @@ def submit_gate(
                       secret_refs)
     for side in ("control", "candidate"):
         for item in getattr(gate_in, side).recipe_overrides:
-            if item.startswith("measure."):
+            if item.startswith("measure.") and item.split("=", 1)[0] not in _SIDE_MEASURE_KEYS:
                 raise ValidationFailed(
                     f"{side}.recipe_overrides",
-                    f"{item!r}: warmup/measured steps are the gate's (warmup_steps, measured_steps), "
-                    "the same for every run; set them there",
+                    f"{item!r}: warmup/measured steps are the gate's (warmup_steps, measured_steps, "
+                    "warmup_mode, measured_seconds), the same for every run; set them there",
                 )
     if gate_in.health.enabled and gate_in.health.criteria:
         from health import load_criteria
@@ -299,32 +308,58 @@ def record_decision(
 
 
 def gate_overhead(*, session: Session, gate_id: int, data_dir: Path) -> dict[str, Any]:
-    """Where the allocation's wall time went, from the driver's timeline.
+    """Where the allocation's wall time went, what it cost and what precision it bought.
 
     Returns:
-        ``allocation_wall_s`` (driver start to end), ``measured_s`` (sum of measured
-        slowest-rank step times of all runs), ``health_s``, ``runs_wall_s`` and
-        ``overhead_pct`` = 100 x (1 - measured / allocation wall): compile, warmup,
-        health, process launch and teardown. Empty when the driver has not finished.
+        Empty while the driver runs; then ``allocation_wall_s`` (driver start to end),
+        ``measured_s`` (sum of the measured slowest-rank step times of all runs),
+        ``warmup_s``, ``fixed_s`` (per-run launch to first step plus last step to exit,
+        summed), ``health_s``, ``runs_wall_s``, ``other_s`` (the rest: sources, polling
+        gaps), ``overhead_pct`` = 100 x (1 - measured / wall), ``num_runs``,
+        ``accelerator_s`` = wall x GPUs of the allocation (``None`` on CPU) with
+        ``num_gpus``, ``rank_s`` = wall x ranks, ``per_run`` (each run's phase seconds,
+        see ``executors.driver.phases``) and ``median_precision_pct`` (per run, the
+        half-width of the 95% order-statistic interval of its median, percent of the
+        median; DESIGN.md section 2 run median).
     """
-    from orchestrator.executors.plan import GatePaths, read_json
+    import datetime as dt
 
-    store.gates.get_gate(session=session, gate_id=gate_id)
+    from orchestrator.executors.plan import GatePaths, read_json
+    from orchestrator.verdict import median_interval_halfwidth_pct
+
+    gate = store.gates.get_gate(session=session, gate_id=gate_id)
     status = read_json(GatePaths.of(data_dir, gate_id).status)
     if not status or not status.get("ended_at"):
         return {}
-    import datetime as dt
-
     wall = (dt.datetime.fromisoformat(status["ended_at"])
             - dt.datetime.fromisoformat(status["started_at"])).total_seconds()
-    timeline = status.get("timeline", [])
-    measured = sum(t.get("measured_s") or 0.0 for t in timeline if t.get("phase") == "run")
-    health = sum(t.get("wall_s") or 0.0 for t in timeline if str(t.get("phase")).startswith("health"))
-    runs = sum(t.get("wall_s") or 0.0 for t in timeline if t.get("phase") == "run")
+    runs = [t for t in status.get("timeline", []) if t.get("phase") == "run"]
+    total = {key: sum(t.get(key) or 0.0 for t in runs)
+             for key in ("measured_s", "warmup_s", "fixed_s", "wall_s")}
+    health = sum(t.get("wall_s") or 0.0 for t in status.get("timeline", [])
+                 if str(t.get("phase")).startswith("health"))
+    topo = gate.topology_request or {}
+    num_gpus = int(topo.get("nodes", 1)) * int(topo.get("gpus_per_node", 0))
+    ranks = int(topo.get("nodes", 1)) * int(topo.get("ntasks_per_node") or topo.get("gpus_per_node") or 2)
+    precision = {}
+    for run in gate.runs:
+        if run.num_warmup_steps is not None and run.num_measured_steps and run.slowest_rank_step_s:
+            measured = run.slowest_rank_step_s[run.num_warmup_steps:
+                                               run.num_warmup_steps + run.num_measured_steps]
+            precision[run.order] = median_interval_halfwidth_pct(measured)
     return {
         "allocation_wall_s": wall,
-        "measured_s": measured,
+        "measured_s": total["measured_s"],
+        "warmup_s": total["warmup_s"],
+        "fixed_s": total["fixed_s"],
         "health_s": health,
-        "runs_wall_s": runs,
-        "overhead_pct": 100.0 * (1.0 - measured / wall) if wall > 0 else None,
+        "runs_wall_s": total["wall_s"],
+        "other_s": max(0.0, wall - total["wall_s"] - health),
+        "overhead_pct": 100.0 * (1.0 - total["measured_s"] / wall) if wall > 0 else None,
+        "num_runs": len(runs),
+        "num_gpus": num_gpus,
+        "accelerator_s": wall * num_gpus if num_gpus else None,
+        "rank_s": wall * ranks,
+        "per_run": runs,
+        "median_precision_pct": precision,
     }

@@ -15,6 +15,7 @@ from orchestrator.verdict.builder import (
     mfu_numerator,
     verdict_kind,
 )
+from orchestrator.verdict.explain import plain_sentence
 from orchestrator.verdict.model import (
     CANDIDATE_VERDICTS,
     GATE_KINDS,
@@ -27,6 +28,7 @@ from orchestrator.verdict.model import (
     Verdict,
 )
 from orchestrator.verdict.policy import DriftPolicy, Policy, RatioCIPolicy
+from orchestrator.verdict.precision import median_interval_halfwidth_pct
 from orchestrator.verdict.registry import (
     DEFAULT_POLICY_NAME,
     POLICY_NAMES,
@@ -58,7 +60,9 @@ __all__ = [
     "judge",
     "judge_policies",
     "measurement_from_pattern",
+    "median_interval_halfwidth_pct",
     "mfu_numerator",
+    "plain_sentence",
     "run_statistics",
     "verdict_from_medians",
     "verdict_kind",

@@ -132,13 +132,12 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
             "candidates with no true effect (README, Verdicts); re-run with a longer pattern "
             "or more measured steps before adopting."
         )
+    if primary is not None:
+        from orchestrator.verdict import plain_sentence
+
+        console.print(plain_sentence(primary.numbers))
     if report.get("allocation_wall_s"):
-        console.print(
-            f"allocation wall {report['allocation_wall_s']:.1f} s: measured steps "
-            f"{report['measured_s']:.1f} s, health {report['health_s']:.1f} s, everything else "
-            f"(launch, compile, warmup) {report['allocation_wall_s'] - report['measured_s'] - report['health_s']:.1f} s; "
-            f"overhead = 1 - measured/wall = {report['overhead_pct']:.1f} %"
-        )
+        print_wall_time(console, report)
     if ledger:
         from orchestrator.domain.secrets import mask_url
 
@@ -148,7 +147,6 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
 
 def print_log_tail(console, ledger: str, gate_id: int, run, num_lines: int = 12) -> None:
     """Show where a failed run's raw log is and its last lines."""
-
     from orchestrator.executors.plan import GatePaths
 
     path = GatePaths.of(settings().data_dir, gate_id).run_log(run.order, run.role or "X")
@@ -158,3 +156,22 @@ def print_log_tail(console, ledger: str, gate_id: int, run, num_lines: int = 12)
     console.print(rich_text(f"run {run.order} ({run.role}) log {path}, last {len(lines)} lines:"))
     for line in lines:
         console.print("  " + rich_text(line[:200]))
+
+
+def print_wall_time(console, report: dict[str, Any]) -> None:
+    """Where the allocation's wall time went, its cost and the precision it bought."""
+    wall = report["allocation_wall_s"]
+    console.print(
+        f"allocation wall {wall:.1f} s over {report.get('num_runs', 0)} runs: measured steps "
+        f"{report['measured_s']:.1f} s, warmup {report.get('warmup_s', 0.0):.1f} s, per-run "
+        f"launch+teardown {report.get('fixed_s', 0.0):.1f} s, health {report['health_s']:.1f} s, "
+        f"other {report.get('other_s', 0.0):.1f} s; not measuring: {report['overhead_pct']:.1f} %")
+    if report.get("accelerator_s"):
+        console.print(f"cost: {report['accelerator_s']:.0f} GPU-seconds "
+                      f"({report['num_gpus']} GPUs x {wall:.1f} s) for this decision")
+    precision = report.get("median_precision_pct") or {}
+    if precision:
+        spread = ", ".join(f"run {order}: +/-{pct:.3f} %" for order, pct in sorted(
+            (int(k), v) for k, v in precision.items()) if pct is not None)
+        console.print(f"run-median precision from its measured steps (95% order-statistic "
+                      f"interval): {spread}")

@@ -14,7 +14,6 @@ database or the API.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -22,24 +21,21 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
+from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
+from orchestrator.executors.driver.stream import StepStream
 from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
+from orchestrator.executors.runenv import MULTICAST_OFF
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
 
 logger = logging.getLogger(__name__)
-
-MULTICAST_OFF = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
-"""NVLink multicast off for every step unless the gate's env sets it (KINDS.md, H200)."""
-
 
 class _GateFailed(Exception):
     pass
@@ -51,35 +47,6 @@ def _now() -> str:
 
 def _substitute(arg: str, values: dict[str, str]) -> str:
     return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
-
-
-class _StepStream:
-    """Feeds a run's output lines to the record parser and appends every step record to
-    the run's step stream as one JSON line (the poller's live view of the run)."""
-
-    def __init__(self, path: Path) -> None:
-        from orchestrator.domain.records import RecordParser
-
-        self.parser = RecordParser()
-        self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.failure: str | None = None
-
-    def __call__(self, line: str) -> None:
-        if self.failure is not None:
-            return
-        from orchestrator.domain.records import step_row
-
-        try:
-            step = self.parser.feed(line)
-        except Exception as exc:  # a record the parser cannot survive fails the run only
-            self.failure = f"record output unreadable at line {self.parser._line_no}: {exc!r}"
-            return
-        if step is not None:
-            self.out.write(json.dumps(step_row(step), allow_nan=True) + "\n")
-            self.out.flush()
-
-    def close(self) -> None:
-        self.out.close()
 
 
 class _Driver:
@@ -134,11 +101,43 @@ class _Driver:
             self.cancel_reason = f"allocation received {signal.Signals(signum).name}"
 
     def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
-              deadline_s: float, on_line=None):
+              deadline_s: float, on_line=None, spawn=None):
         return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
-                        cancel_reason=lambda: self.cancel_reason, on_line=on_line,
+                        cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn,
                         run_as=self.policy.run_as_user)
+
+    def _start_fork_server(self) -> None:
+        """Start the trainer's fork server now, so torch is imported while health runs."""
+        from orchestrator.executors.runenv import inherited_env
+
+        self.fork_server = None
+        if not (self.plan.fork_server and self.plan.workload.get("recipe")) or self.under_slurm:
+            return
+        if self.policy.run_as_user:  # forked runs would keep the driver's account
+            self.status.setdefault("launch_notes", []).append(
+                f"fork server off: steps run as {self.policy.run_as_user}")
+            return
+        # The allow-listed environment only: forked runs show the server's initial one in
+        # /proc/<pid>/environ, whatever the leader sets afterwards.
+        env = {k: v for k, v in inherited_env(os.environ, self.policy).items()
+               if not k.startswith(("PYTHON", "LD_"))}
+        env["PYTHONPATH"] = self.plan.project_root
+        self.fork_server = ForkServer(self.plan.python, self.paths.fork_server_socket,
+                                      self.paths.fork_server_log, env)
+
+    def _fork_spawner(self, side: str, source_dir: Path | None, env: dict[str, str], cwd: Path):
+        """A spawn callable for run_step, or None (and why) when torchrun must be used."""
+        server = getattr(self, "fork_server", None)
+        why = "fork server off" if server is None else fork_server_usable(
+            self.plan.sides[side].get("env", {}), source_dir)
+        if why is None and not server.ready(timeout_s=180.0):
+            why = f"fork server did not start (see {self.paths.fork_server_log})"
+        if why is not None:
+            self.status.setdefault("launch_notes", []).append(why)
+            return None
+        args = ["--recipe", self.plan.workload["recipe"], *self._recipe_overrides(side)]
+        return lambda: server.spawn(args, env=env, cwd=cwd, nproc=self.plan.ranks_per_node)
 
     def _preamble(self) -> dict[str, str]:
         """Launch environment of the next step: fresh MASTER_PORT every call."""
@@ -156,32 +155,16 @@ class _Driver:
         return dict(pre.env)
 
     def _base_env(self, side_env: dict[str, str], source_dir: Path | None) -> dict[str, str]:
-        """A step's environment: the allow-listed part of the allocation's environment
-        (never the whole of it), the launch preamble, the gate's own env with its secret
-        references resolved here, and the names the trainer must mask in provenance."""
-        from orchestrator.domain.secrets import is_secret_name
-        from orchestrator.executors.runenv import inherited_env, resolve_secret_refs
+        """A step's environment (:func:`~orchestrator.executors.runenv.step_env`): never
+        the whole of the allocation's environment; secret references resolved here."""
+        from orchestrator.executors.runenv import step_env
 
         try:
-            side_env = resolve_secret_refs(side_env, os.environ)
+            return step_env(os.environ, self.policy, preamble=self._preamble(), side_env=side_env,
+                            compile_cache=self.paths.compile_cache, run_as_env=self.run_as_env,
+                            python_root=str(source_dir or self.plan.project_root))
         except KeyError as exc:
             raise _GateFailed(str(exc.args[0])) from None
-        env = inherited_env(os.environ, self.policy)
-        env.update(self._preamble())
-        env.update(MULTICAST_OFF)
-        # One compile cache per allocation, so X and B do not pay A's compile again.
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(self.paths.compile_cache / "inductor")
-        env["TRITON_CACHE_DIR"] = str(self.paths.compile_cache / "triton")
-        env["PYTHONUNBUFFERED"] = "1"
-        root = str(source_dir) if source_dir is not None else self.plan.project_root
-        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        env.update(side_env)
-        env.update({k: v for k, v in MULTICAST_OFF.items() if k not in side_env})
-        if self.policy.run_as_user:
-            env.update(self.run_as_env)
-        env["AXBGATE_MASKED_ENV"] = ",".join(
-            sorted(k for k in env if is_secret_name(k, self.policy.secret_patterns)))
-        return env
 
     # ---- phases -------------------------------------------------------------------
     def _source_dirs(self) -> dict[str, Path | None]:
@@ -241,14 +224,23 @@ class _Driver:
             raise _GateFailed(reason or "health gate failed")
         return verdict
 
+    def _recipe_overrides(self, side: str) -> list[str]:
+        plan = self.plan
+        overrides = [
+            *plan.sides[side].get("recipe_overrides", []),
+            f"measure.warmup_steps={plan.num_warmup_steps}",
+            f"measure.measured_steps={plan.num_measured_steps}",
+            f"measure.warmup_mode={plan.warmup_mode}",
+            f"measure.max_warmup_steps={plan.max_warmup_steps}",
+        ]
+        if plan.measured_seconds is not None:
+            overrides.append(f"measure.measured_seconds={plan.measured_seconds}")
+        return overrides
+
     def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:
         plan = self.plan
         if plan.workload.get("recipe"):
-            overrides = [
-                *plan.sides[side].get("recipe_overrides", []),
-                f"measure.warmup_steps={plan.num_warmup_steps}",
-                f"measure.measured_steps={plan.num_measured_steps}",
-            ]
+            overrides = self._recipe_overrides(side)
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
                 return self._srun() + [plan.python, *trainer]
@@ -266,7 +258,7 @@ class _Driver:
         }
         return [_substitute(arg, values) for arg in plan.workload["command"]]
 
-    def _measure(self, stream: _StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
+    def _measure(self, stream: StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
         """The run's measured outcome from its parsed output (the one parse of the log)."""
         from orchestrator.domain.errors import RecordError
         from orchestrator.domain.measure import measure_run
@@ -277,8 +269,15 @@ class _Driver:
             parsed = stream.parser.finish()
         except RecordError as exc:
             return {}, step_error or f"malformed record output: {exc}"
-        outcome = measure_run(parsed, expected_warmup_steps=self.plan.num_warmup_steps,
-                              expected_measured_steps=self.plan.num_measured_steps)
+        plan = self.plan
+        steady, window = plan.warmup_mode == "steady", plan.measured_seconds is not None
+        outcome = measure_run(
+            parsed,
+            expected_warmup_steps=None if steady else plan.num_warmup_steps,
+            expected_measured_steps=None if (steady or window) else plan.num_measured_steps,
+            warmup_bounds=(plan.num_warmup_steps, plan.max_warmup_steps) if steady else None,
+            min_measured_steps=plan.num_measured_steps if (steady or window) else None,
+        )
         error = step_error or outcome.error
         return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
                 "log_median_step_s": outcome.log_median_step_s,
@@ -299,30 +298,38 @@ class _Driver:
         started = _now()
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": started, "command": argv})
-        stream = _StepStream(self.paths.run_steps(order, role))
+        launch_unix = time.time()
+        stream = StepStream(self.paths.run_steps(order, role))
+        cwd = source_dir or self.paths.root
+        spawn = None
+        if plan.workload.get("recipe") and not self.under_slurm:
+            spawn = self._fork_spawner(side, source_dir, env, cwd)
+            if spawn is not None:
+                argv = ["(fork server)", plan.python, "-m", "trainer", "train", "--recipe",
+                        plan.workload["recipe"], *self._recipe_overrides(side)]
         try:
-            step = self._step(argv, env, source_dir or self.paths.root, log_path, plan.run_timeout_s,
-                              on_line=stream)
+            step = self._step(argv, env, cwd, log_path, plan.run_timeout_s, on_line=stream,
+                              spawn=spawn)
         finally:
             stream.close()
+        exit_unix = time.time()
         outcome, error = self._measure(stream, step.error)
-        measured_s = None
-        if outcome.get("status") == "succeeded":
-            times = outcome["fields"]["slowest_rank_step_s"]
-            measured_s = sum(times[plan.num_warmup_steps:plan.num_warmup_steps + plan.num_measured_steps])
+        phases = run_phases(outcome.get("fields") or {}, launch_unix, exit_unix)
         sha, size = hash_file(log_path)
         write_json_atomic(self.paths.run_result(order, role), {
             "order": order, "role": role, "side": side, "exit_code": step.exit_code,
             "status": "failed" if error else "succeeded", "error": error,
-            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s, "measured_s": measured_s,
+            "started_at": started, "ended_at": _now(), "wall_s": step.wall_s,
+            "measured_s": phases.get("measured_s"), "launch_unix": launch_unix,
+            "exit_unix": exit_unix, "phases": phases,
             "command": argv, "env_overrides": plan.sides[side].get("env", {}),
             "source_dir": str(source_dir) if source_dir else None,
             "source_sha": (plan.sides[side].get("source") or {}).get("sha"),
             "log_sha256": sha, "log_size_bytes": size, "outcome": outcome,
         })
-        self.status["timeline"].append(
-            {"phase": "run", "order": order, "role": role, "wall_s": step.wall_s, "measured_s": measured_s}
-        )
+        # Wall time from launch (including a wait for the fork server) to exit.
+        self.status["timeline"].append({"phase": "run", "order": order, "role": role,
+                                        "wall_s": exit_unix - launch_unix, **phases})
         self._save_status()
         if error:
             raise _GateFailed(f"run {order} ({role}) failed: {error}")
@@ -348,6 +355,7 @@ class _Driver:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
         self._save_status()
+        self._start_fork_server()
         try:
             try:
                 self.run_as_env = prepare_run_as(self.policy.run_as_user, self.paths)
@@ -376,6 +384,9 @@ class _Driver:
         except Exception as exc:  # the driver itself broke: record it, never hang
             self.paths.driver_error.write_text(traceback.format_exc())
             self._save_status(state="failed", reason=f"driver error: {exc!r}", ended_at=_now())
+        finally:
+            if getattr(self, "fork_server", None) is not None:
+                self.fork_server.stop()
         return self.status
 
 

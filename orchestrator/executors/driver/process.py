@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Cancelled", "StepResult", "kill_group", "prepare_run_as", "reap_active_step", "run_step"]
 
@@ -171,6 +172,7 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
              deadline_s: float, max_log_bytes: int, pgid_file: Path,
              cancel_reason: Callable[[], str | None],
              on_line: Callable[[str], None] | None = None,
+             spawn: Callable[[], Any] | None = None,
              run_as: str | None = None) -> StepResult:
     """Run one step to its end, its deadline or a cancel.
 
@@ -184,7 +186,11 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
         pgid_file: Where the step's process group id is kept while it runs.
         cancel_reason: Returns a reason once the allocation was asked to stop.
         on_line: Called with every complete output line while the step runs.
-        run_as: Account the step runs as (uid, primary gid, no supplementary groups);
+        spawn: Starts the step some other way than ``Popen(argv)`` (the trainer's fork
+            server); returns a child with ``pid`` (heading its process group),
+            ``stdout`` (a binary reader), ``poll()`` and ``wait()``. ``argv`` is then only
+            written to the log.
+        run_as: Account a ``Popen`` step runs as (uid, primary gid, no supplementary groups);
             ``None`` keeps the driver's.
 
     Returns:
@@ -200,18 +206,21 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
     overflow = f"wrote more than {max_log_bytes} bytes of output and was killed (max_log_bytes)"
     with open(log_path, "ab", buffering=0) as log:
         log.write(f"# axbgate step: {argv!r}\n".encode())
-        ids = {}
-        if run_as:
-            entry = pwd.getpwnam(run_as)
-            ids = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-        try:
-            child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, **ids)
-        except OSError as exc:  # missing program, no permission (run_as_user): this step fails
-            message = f"could not start {argv[0]}" + (f" as {run_as}" if run_as else "") + f": {exc}"
-            log.write(f"# axbgate: {message}\n".encode())
-            return StepResult(None, message, time.monotonic() - start)
+        if spawn is None:
+            ids = {}
+            if run_as:
+                entry = pwd.getpwnam(run_as)
+                ids = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+            try:
+                child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, **ids)
+            except OSError as exc:  # missing program, no permission (run_as_user): the step fails
+                message = f"could not start {argv[0]}" + (f" as {run_as}" if run_as else "") + f": {exc}"
+                log.write(f"# axbgate: {message}\n".encode())
+                return StepResult(None, message, time.monotonic() - start)
+        else:
+            child = spawn()
         pgid_file.write_text(f"{child.pid}\n")
         pump = _LogPump(child.stdout, log, max_log_bytes, on_line)
         pump.start()
