@@ -36,9 +36,17 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Apply migrations up to ``revision`` (default: the newest)."""
+    sqlite_file = None
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        sqlite_file = Path(url.split("///", 1)[1])
+        sqlite_file.parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(url), revision)
+    if sqlite_file is not None and sqlite_file.exists():
+        # The ledger holds gate env values and webhook secrets: owner-only (docs/security.md).
+        try:
+            sqlite_file.chmod(0o600)
+        except OSError:
+            pass
 
 
 def downgrade(url: str, revision: str = "base") -> None:

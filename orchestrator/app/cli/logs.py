@@ -50,10 +50,10 @@ def import_log_cmd(
             + (f" health={s.health_verdict}" if s.health_verdict else "")
         ))
         if s.median_mismatch:
-            typer.echo(
+            typer.echo(clean(
                 f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "
                 f"the median recomputed from its per-step slowest-rank times ({s.median_step_s}); "
-                "the ledger keeps the recomputed one",
+                "the ledger keeps the recomputed one"),
                 err=True,
             )
     if errors:
