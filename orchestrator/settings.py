@@ -151,7 +151,7 @@ rather than ``*KEY*`` so that NCCL's ``NCCL_IB_PKEY`` is not taken for one."""
 
 DEFAULT_RUN_ENV_ALLOW = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE",
-    "LC_*", "LD_LIBRARY_PATH", "CUDA_*", "NCCL_*", "TORCH_*", "PYTORCH_*", "TORCHINDUCTOR_*",
+    "LC_*", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_*", "NCCL_*", "TORCH_*", "PYTORCH_*", "TORCHINDUCTOR_*",
     "TRITON_*", "NVIDIA_*", "NVSHMEM_*", "GLOO_*", "UCX_*", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     "SLURM_*", "SLURMD_*", "PMI*", "PMIX_*", "OMPI_*", "HWLOC_*", "VIRTUAL_ENV", "CONDA_PREFIX",
     "SUBMITIT_*",

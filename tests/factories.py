@@ -29,6 +29,8 @@ def harness_gate(*, control_ms: float = 100.0, candidate_ms: float = 100.0, heal
         "executor": executor,
         "health": {"enabled": health},
         "run_timeout_s": 60,
+        # Fixed-pattern tests use the campaign rule; the sequential default has its own tests.
+        "policy": "drift",
     }
     data.update(extra)
     return GateCreate.model_validate(data)

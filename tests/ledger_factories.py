@@ -44,6 +44,7 @@ def make_gate(
         tags=tags if tags is not None else ["fsdp2"],
         kind=kind,
         run_pattern=pattern,
+        policy="drift",
         warmup_steps=warmup_steps,
         measured_steps=measured_steps,
         workload={"command": ["true"]},

@@ -116,7 +116,8 @@ def init_distributed(recipe: Recipe) -> Dist:
     return Dist(rank, world, local, device, mesh)
 
 
-def build(recipe: Recipe, d: Dist) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+def build(recipe: Recipe, d: Dist,
+          timeline: dict[str, float] | None = None) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     """Build the FSDP2 model (meta init, shard, materialise, init or load) and AdamW.
 
     Args:
@@ -128,12 +129,16 @@ def build(recipe: Recipe, d: Dist) -> tuple[torch.nn.Module, torch.optim.Optimiz
     """
     with torch.device("meta"):
         model = LTX2VideoTransformer(recipe.model, recipe.data)
+    marks = timeline if timeline is not None else {}
     parallelize(model, recipe.parallel, d.mesh)
+    marks["model_sharded_unix"] = time.time()
     model.to_empty(device=d.device)
+    marks["model_materialized_unix"] = time.time()
     if recipe.checkpoint.load_safetensors:
         checkpoint.load_safetensors(model, recipe.checkpoint.load_safetensors)
     else:
         checkpoint.init_weights(model, recipe.train.init_std, recipe.train.seed)
+    marks["weights_ready_unix"] = time.time()
     t = recipe.train
     fused = t.fused_adamw == "on" or (t.fused_adamw == "auto" and d.device.type == "cuda")
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2),
@@ -396,7 +401,7 @@ def main(recipe: Recipe, timeline: dict[str, float] | None = None) -> int:
     m, t = recipe.measure, recipe.train
     log = RunLog()
     try:
-        model, optimizer = build(recipe, d)
+        model, optimizer = build(recipe, d, timeline)
         timeline["model_built_unix"] = time.time()
         start = 0
         if recipe.checkpoint.resume_dcp:

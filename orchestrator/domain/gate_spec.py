@@ -269,7 +269,10 @@ class GateCreate(BaseModel):
     run_pattern: str = "A X B"
     warmup_steps: int = Field(10, ge=0, le=100000)
     measured_steps: int = Field(20, ge=1, le=100000)
-    policy: str = "drift"
+    policy: str = "sequential"
+    """Primary verdict policy (DESIGN.md section 3): ``sequential`` (default: calibrated,
+    extends the pattern while undecided), ``drift`` (the campaign rule) or ``ratio-ci``;
+    every gate stores all three side by side."""
     policy_params: dict[str, Any] = Field(default_factory=dict)
     executor: Literal["local", "slurm", "debug"] | None = None
     """``None``: the service's default executor."""
@@ -315,12 +318,20 @@ class GateCreate(BaseModel):
 
     @model_validator(mode="after")
     def _policy(self) -> "GateCreate":
-        from orchestrator.verdict import get_policy
+        from orchestrator.verdict import get_policy, initial_roles
 
         try:
-            get_policy(self.policy, **self.policy_params)
+            policy = get_policy(self.policy, **self.policy_params)
         except ValueError as exc:
             raise ValueError(f"policy: {exc}") from None
+        if self.policy == "sequential" and self.kind == "candidate":
+            planned = " ".join(initial_roles(policy))  # type: ignore[arg-type]
+            if "run_pattern" in self.model_fields_set and self.run_pattern != planned:
+                raise ValueError(
+                    f"run_pattern: the sequential policy plans its own pattern ({planned}, "
+                    "extended while undecided); leave run_pattern out, or choose policy "
+                    "'drift' or 'ratio-ci' for a fixed pattern")
+            self.run_pattern = planned
         if self.warmup_mode == "steady" and self.max_warmup_steps < max(self.warmup_steps, 2):
             raise ValueError("max_warmup_steps must be at least warmup_steps (and 2) under "
                              "warmup_mode 'steady'")

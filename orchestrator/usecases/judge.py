@@ -19,10 +19,17 @@ from orchestrator.verdict import (
     history_from_pairs,
     judge_policies,
     mfu_numerator,
+    summary_from_fields,
     verdict_kind,
 )
 
-__all__ = ["HISTORY_LIMIT", "control_history_pairs", "judge_gate", "run_summaries"]
+__all__ = [
+    "HISTORY_LIMIT",
+    "control_history_pairs",
+    "control_identity",
+    "judge_gate",
+    "run_summaries",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +38,29 @@ HISTORY_LIMIT = 50
 its ``max_history_gates`` of them, newest last)."""
 
 
+def control_identity(gate: Gate) -> dict:
+    """What makes two gates' controls the same measurement: the command or recipe with
+    the control's overrides and environment, and the requested topology (nodes, GPUs,
+    ranks, partition). Gates whose identities differ never share control history."""
+    spec = gate.control_spec or {}
+    return {"workload": gate.workload, "recipe": gate.recipe_name,
+            "recipe_overrides": sorted(spec.get("recipe_overrides") or []),
+            "env": dict(sorted((spec.get("env") or {}).items())),
+            "topology": gate.topology_request,
+            "measure": [gate.num_warmup_steps, gate.num_measured_steps,
+                        (gate.options or {}).get("warmup_mode", "fixed"),
+                        (gate.options or {}).get("measured_seconds")]}
+
+
 def _same_control(gate: Gate, other: Gate) -> bool:
-    """Whether ``other`` measured the same control workload as ``gate``."""
-    return (other.topology_request == gate.topology_request and other.workload == gate.workload
-            and other.recipe_name == gate.recipe_name)
+    """Whether ``other`` measured the same control identity as ``gate`` (and, when both
+    allocations are known, on the same GPU model and clock bin)."""
+    if control_identity(other) != control_identity(gate):
+        return False
+    mine, theirs = gate.allocation, other.allocation
+    if mine is not None and theirs is not None:
+        return (mine.gpu_model, mine.clock_bin) == (theirs.gpu_model, theirs.clock_bin)
+    return True
 
 
 def control_history_pairs(*, session: Session, gate: Gate,
@@ -48,7 +74,11 @@ def control_history_pairs(*, session: Session, gate: Gate,
     for other in store.gates.earlier_succeeded_gates(session=session, gate=gate, limit=limit * 4):
         if not _same_control(gate, other):
             continue
-        medians = [r.median_step_s for r in other.runs if r.role in ("A", "B") and r.median_step_s]
+        controls = [r for r in sorted(other.runs, key=lambda r: r.order)
+                    if r.role in ("A", "B") and r.median_step_s]
+        if other.policy == "sequential" and other.run_pattern.startswith("A A"):
+            controls = controls[1:]  # the conditioning run (a cold GPU's first run) is no history
+        medians = [r.median_step_s for r in controls]
         if len(medians) >= 2:
             pairs.append(medians)
         if len(pairs) >= limit:
@@ -57,10 +87,11 @@ def control_history_pairs(*, session: Session, gate: Gate,
 
 
 def run_summaries(runs: list[Run]) -> list[RunSummary]:
-    """The verdict engine's view of a gate's measured runs, in pattern order."""
-    return [RunSummary(role=r.role, order=i, median_step_s=r.median_step_s,  # type: ignore[arg-type]
-                       local_batch_size=r.local_batch_size, grad_accum_steps=r.grad_accum_steps,
-                       world_size=r.world_size)
+    """The verdict engine's view of a gate's measured runs, in pattern order (the same
+    :func:`orchestrator.verdict.summary_from_fields` the allocation driver uses)."""
+    fields = ("median_step_s", "slowest_rank_step_s", "num_warmup_steps", "num_measured_steps",
+              "local_batch_size", "grad_accum_steps", "world_size")
+    return [summary_from_fields(r.role or "X", i, {k: getattr(r, k) for k in fields})
             for i, r in enumerate(sorted(runs, key=lambda r: r.order))]
 
 

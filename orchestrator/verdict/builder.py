@@ -12,10 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.verdict.model import ControlHistory, GateMeasurement, RunSummary, Verdict
-from orchestrator.verdict.registry import POLICY_NAMES, get_policy, judge
+from orchestrator.verdict.model import ControlHistory, GateMeasurement, RunSummary
+from orchestrator.verdict.result import Verdict
+from orchestrator.verdict.registry import POLICY_NAMES, get_policy, judge, next_roles
+from orchestrator.verdict.runstats import run_statistics
 
-__all__ = ["history_from_pairs", "judge_policies", "mfu_numerator", "verdict_kind"]
+__all__ = [
+    "history_from_pairs",
+    "judge_policies",
+    "mfu_numerator",
+    "plan_next_roles",
+    "summary_from_fields",
+    "verdict_kind",
+]
 
 
 def verdict_kind(gate_kind: str) -> str:
@@ -82,3 +91,39 @@ def judge_policies(
         chosen = get_policy(name, **(dict(params or {}) if name == policy else {}))
         verdicts.append(judge(measurement, chosen, history=history))
     return verdicts
+
+
+def summary_from_fields(role: str, order: int, fields: Mapping[str, Any]) -> RunSummary:
+    """The verdict engine's view of one measured run, from its stored/measured fields.
+
+    Args:
+        role: ``A``, ``X`` or ``B``.
+        order: Position of the run in the gate's pattern.
+        fields: ``median_step_s`` and, when known, ``slowest_rank_step_s`` with
+            ``num_warmup_steps``/``num_measured_steps`` (for the median's standard error
+            and multimodality), ``local_batch_size``, ``grad_accum_steps``, ``world_size``.
+
+    Returns:
+        The :class:`RunSummary`; the spread fields stay None without the per-step series.
+    """
+    spread: dict[str, Any] = {}
+    times = fields.get("slowest_rank_step_s") or []
+    warmup, measured = fields.get("num_warmup_steps"), fields.get("num_measured_steps")
+    if times and warmup is not None and measured and len(times) >= warmup + measured:
+        stats = run_statistics(times, num_warmup_steps=warmup, num_measured_steps=measured)
+        spread = {"median_se_s": stats.median_se_s, "num_measured_steps": stats.num_measured_steps,
+                  "multimodal": stats.multimodal}
+    return RunSummary(role=role, order=order, median_step_s=float(fields["median_step_s"]),  # type: ignore[arg-type]
+                      local_batch_size=fields.get("local_batch_size"),
+                      grad_accum_steps=fields.get("grad_accum_steps"),
+                      world_size=fields.get("world_size"), **spread)
+
+
+def plan_next_roles(runs: Sequence[RunSummary], *, policy: str, params: Mapping[str, Any] | None,
+                    history: ControlHistory | None) -> tuple[str, ...]:
+    """Roles the allocation runs next under the gate's primary policy (empty: stop).
+
+    The same policy, parameters and history as :func:`judge_policies` gets for the
+    stored verdict, so extending and the stored verdict never disagree.
+    """
+    return next_roles(tuple(runs), get_policy(policy, **dict(params or {})), history=history)

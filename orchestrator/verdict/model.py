@@ -21,9 +21,8 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 Role = Literal["A", "X", "B"]
 GateKind = Literal["candidate", "regate"]
@@ -32,7 +31,8 @@ ROLES: tuple[str, ...] = ("A", "X", "B")
 CONTROL_ROLES: tuple[str, ...] = ("A", "B")
 GATE_KINDS: tuple[str, ...] = ("candidate", "regate")
 CANDIDATE_VERDICTS: tuple[str, ...] = ("accept", "neutral", "reject", "inconclusive", "failed")
-REGATE_VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "failed")
+REGATE_VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive", "failed")
+"""``inconclusive`` only from the sequential policy: undecided (extend) or too noisy."""
 
 
 def _is_real(value: object) -> bool:
@@ -99,6 +99,15 @@ class RunSummary:
     """True when the run did not produce a valid measurement (DESIGN.md section 2)."""
     failure_reason: str | None = None
     """Why the run failed, shown in the ``failed`` verdict."""
+    median_se_s: float | None = None
+    """Standard error of the run median from the run's own measured steps, seconds
+    (``run_statistics``: exact bootstrap of the median). None when not recorded; the
+    calibrated policy then uses its ``min_sigma_pct`` floor alone."""
+    num_measured_steps: int | None = None
+    """Steps whose median is ``median_step_s``, or None when not recorded."""
+    multimodal: bool | None = None
+    """True when the run's measured steps form two separated groups
+    (``spread.detect_modes``); None when not recorded."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -112,10 +121,20 @@ class RunSummary:
                 raise ValueError(f"median_step_s must be a number, got {self.median_step_s!r}")
         else:
             check_positive_finite(f"median_step_s (run order {self.order})", self.median_step_s)
-        for name in ("local_batch_size", "grad_accum_steps", "world_size"):
+        for name in ("local_batch_size", "grad_accum_steps", "world_size", "num_measured_steps"):
             value = getattr(self, name)
             if value is not None:
                 check_positive_int(name, value)
+        if self.median_se_s is not None:
+            if not _is_real(self.median_se_s) or not math.isfinite(self.median_se_s) \
+                    or self.median_se_s < 0.0:
+                raise ValueError(
+                    f"median_se_s (run order {self.order}) must be a finite number >= 0, "
+                    f"got {self.median_se_s!r}"
+                )
+            object.__setattr__(self, "median_se_s", float(self.median_se_s))
+        if self.multimodal is not None and not isinstance(self.multimodal, bool):
+            raise ValueError(f"multimodal must be a bool or None, got {self.multimodal!r}")
 
     @property
     def is_control(self) -> bool:
@@ -223,15 +242,21 @@ def _resolve_side_value(
 
 @dataclass(frozen=True)
 class ControlHistory:
-    """Control medians of earlier gates on the same topology and recipe (ledger).
+    """Control medians of earlier gates with the SAME control identity (ledger).
 
-    Each entry holds the control run medians of one earlier gate in pattern order
-    (usually the pair (A, B)); only their run-to-run spread is used, so entries
-    from allocations with different absolute step times may be mixed.
+    The caller matches the identity (command, recipe with overrides, environment,
+    topology, GPU model, clock bin) and passes only matching gates. Each entry holds
+    the control run medians of one earlier gate in pattern order, without its
+    conditioning run(s) (``sequential.history_entry`` returns exactly the controls a
+    gate's own verdict used); only their run-to-run spread is used, so entries from
+    allocations with different absolute step times may be mixed.
     """
 
     pairs: tuple[tuple[float, ...], ...] = ()
     """One tuple of >= 2 control medians (seconds) per earlier gate, oldest first."""
+    gate_ids: tuple[str, ...] = ()
+    """Optional id of the earlier gate of each entry (same length as ``pairs``), echoed
+    in the verdict as the history gates used, so a UI can link them."""
 
     def __post_init__(self) -> None:
         entries: list[tuple[float, ...]] = []
@@ -241,166 +266,10 @@ class ControlHistory:
                 raise ValueError(f"pairs[{index}] must hold at least 2 control medians")
             entries.append(tuple(check_positive_finite(f"pairs[{index}]", v) for v in values))
         object.__setattr__(self, "pairs", tuple(entries))
-
-
-@dataclass(frozen=True)
-class BracketDetail:
-    """One candidate copy and the two controls that bracket it."""
-
-    candidate_order: int
-    """Pattern position of the candidate copy."""
-    candidate_s: float
-    """Run median of the copy, seconds."""
-    left_order: int
-    """Pattern position of the nearest control before the copy."""
-    right_order: int
-    """Pattern position of the nearest control after the copy."""
-    left_s: float
-    """Run median of the left control, seconds."""
-    right_s: float
-    """Run median of the right control, seconds."""
-    midpoint_s: float
-    """(left + right) / 2, seconds."""
-    drift_pct: float
-    """abs(left - right) / midpoint x 100, percent."""
-    delta_ms: float
-    """(candidate - midpoint) x 1000, milliseconds; negative is faster."""
-    delta_pct: float
-    """(candidate - midpoint) / midpoint x 100, percent."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-safe dict of the fields."""
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class StatisticalDetail:
-    """Interval and calibration numbers of the ``ratio-ci`` policy."""
-
-    ratio_pct: float
-    """Estimated candidate/control step-time ratio minus 1, percent."""
-    ci_low_pct: float
-    """Lower bound of the two-sided interval of the ratio minus 1, percent."""
-    ci_high_pct: float
-    """Upper bound of the two-sided interval of the ratio minus 1, percent."""
-    confidence: float
-    """Two-sided coverage of the interval (e.g. 0.98)."""
-    mde_pct: float
-    """Minimum detectable effect: smallest true speedup (candidate) or change
-    (regate), percent of control step time, found with probability ``mde_power``."""
-    mde_power: float
-    """Power used for ``mde_pct``."""
-    run_sigma_pct: float
-    """Estimated run-to-run standard deviation of log run medians x 100 (about percent)."""
-    dof: int
-    """Degrees of freedom of ``run_sigma_pct`` (gate pairs + history pairs)."""
-    num_gate_control_pairs: int
-    """Degrees of freedom from this gate's own controls (number of controls - 1)."""
-    num_history_pairs: int
-    """Degrees of freedom from the ledger's control history."""
-    num_history_gates: int
-    """Number of earlier gates whose controls were used."""
-    calibration: str
-    """``gate`` or ``gate+history``: where the run-to-run spread came from."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-safe dict of the fields."""
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A timing verdict and every number it was computed from (DESIGN.md section 3).
-
-    Numbers are None when the verdict is ``failed``. MFU fields are None when
-    the gate gives no MFU numerator.
-    """
-
-    policy: str
-    """Policy name, e.g. ``drift``."""
-    policy_version: str
-    """Version of the policy's rules; bumped whenever a rule changes."""
-    params: Mapping[str, Any]
-    """The policy's parameters as used."""
-    kind: str
-    """``candidate`` or ``regate``."""
-    verdict: str
-    """accept/neutral/reject/inconclusive (candidate), pass/regression/improvement
-    (regate), or failed."""
-    reason: str
-    """One sentence saying why, with the deciding numbers."""
-    pattern: str
-    """Roles in pattern order, e.g. ``AXB``."""
-    num_runs: int
-    """Runs in the gate (GPU-time cost)."""
-    midpoint_s: float | None = None
-    """Control midpoint, seconds: mean of the brackets' (left + right) / 2."""
-    candidate_s: float | None = None
-    """Mean of the candidate copies' run medians, seconds."""
-    drift_pct: float | None = None
-    """(max - min of all control medians) / midpoint x 100, percent."""
-    delta_ms: float | None = None
-    """(candidate - midpoint) x 1000, milliseconds; negative is faster."""
-    delta_pct: float | None = None
-    """(candidate - midpoint) / midpoint x 100, percent."""
-    threshold_pct: float | None = None
-    """The margin the delta or the interval was compared with, percent."""
-    sign_conflict: bool = False
-    """True when candidate copies' deltas have opposite signs."""
-    brackets: tuple[BracketDetail, ...] = ()
-    """One entry per candidate copy, in pattern order."""
-    mfu_candidate_pct: float | None = None
-    """MFU of the candidate at ``candidate_s``, percent."""
-    mfu_control_pct: float | None = None
-    """MFU of the control at ``midpoint_s``, percent (DESIGN.md section 3)."""
-    mfu_points: float | None = None
-    """mfu_candidate_pct - mfu_control_pct, percentage points."""
-    throughput_candidate: float | None = None
-    """Samples per second of the candidate at ``candidate_s``."""
-    throughput_control: float | None = None
-    """Samples per second of the control at ``midpoint_s``."""
-    throughput_scope: str | None = None
-    """``allocation`` (x world size) or ``rank`` (world size not recorded)."""
-    statistics: StatisticalDetail | None = None
-    """Interval details, set by the statistical policy."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Policy-specific numbers not covered above."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-safe dict (only str, int, float, bool, None, list, dict).
-
-        Returns:
-            All fields; ``brackets`` as a list of dicts, ``copy_deltas_pct`` as
-            the list of per-copy delta percentages, and the statistical details
-            flattened into the top level when present.
-        """
-        out: dict[str, Any] = {
-            "policy": self.policy,
-            "policy_version": self.policy_version,
-            "params": dict(self.params),
-            "kind": self.kind,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "pattern": self.pattern,
-            "num_runs": self.num_runs,
-            "midpoint_s": self.midpoint_s,
-            "candidate_s": self.candidate_s,
-            "drift_pct": self.drift_pct,
-            "delta_ms": self.delta_ms,
-            "delta_pct": self.delta_pct,
-            "threshold_pct": self.threshold_pct,
-            "sign_conflict": self.sign_conflict,
-            "num_candidate_copies": len(self.brackets),
-            "copy_deltas_pct": [b.delta_pct for b in self.brackets],
-            "brackets": [b.to_dict() for b in self.brackets],
-            "mfu_candidate_pct": self.mfu_candidate_pct,
-            "mfu_control_pct": self.mfu_control_pct,
-            "mfu_points": self.mfu_points,
-            "throughput_candidate": self.throughput_candidate,
-            "throughput_control": self.throughput_control,
-            "throughput_scope": self.throughput_scope,
-        }
-        if self.statistics is not None:
-            out.update(self.statistics.to_dict())
-        out.update(dict(self.extra))
-        return out
+        ids = tuple(str(i) for i in self.gate_ids)
+        if ids and len(ids) != len(entries):
+            raise ValueError(
+                f"gate_ids has {len(ids)} entries, pairs has {len(entries)}; give one id per "
+                "entry or none"
+            )
+        object.__setattr__(self, "gate_ids", ids)

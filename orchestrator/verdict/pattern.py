@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from orchestrator.verdict.model import BracketDetail, GateMeasurement, RunSummary
+from orchestrator.verdict.model import GateMeasurement, RunSummary
+from orchestrator.verdict.result import BracketDetail
 
 
 @dataclass(frozen=True)

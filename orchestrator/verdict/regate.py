@@ -13,9 +13,9 @@ change, the re-gate analogue of the candidate rule's ``neutral``.
 
 from __future__ import annotations
 
-from orchestrator.verdict.model import StatisticalDetail
 from orchestrator.verdict.pattern import Decision, GateNumbers
 from orchestrator.verdict.policy import DriftPolicy, RatioCIPolicy
+from orchestrator.verdict.result import StatisticalDetail
 
 
 def _conflict(numbers: GateNumbers, threshold: float) -> Decision:

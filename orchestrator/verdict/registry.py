@@ -10,23 +10,26 @@ from orchestrator.verdict.model import (
     ControlHistory,
     GateMeasurement,
     RunSummary,
-    StatisticalDetail,
-    Verdict,
     check_positive_finite,
 )
 from orchestrator.verdict.pattern import compute_efficiency, compute_gate_numbers
-from orchestrator.verdict.policy import DriftPolicy, Policy, RatioCIPolicy
+from orchestrator.verdict.policy import DriftPolicy, Policy, RatioCIPolicy, SequentialPolicy
 from orchestrator.verdict.regate import decide_drift_regate, decide_ratio_ci_regate
+from orchestrator.verdict.result import SequentialDetail, StatisticalDetail, Verdict
+from orchestrator.verdict.sequential import evaluate as evaluate_sequential
+from orchestrator.verdict.sequential import initial_roles
 from orchestrator.verdict.statistical import compute_ratio_interval, decide_ratio_ci_candidate
 
 _POLICIES: dict[str, type[Policy]] = {
     DriftPolicy.name: DriftPolicy,
     RatioCIPolicy.name: RatioCIPolicy,
+    SequentialPolicy.name: SequentialPolicy,
 }
 POLICY_NAMES: tuple[str, ...] = tuple(_POLICIES)
 """Names accepted by :func:`get_policy`; ``drift`` is always first."""
-DEFAULT_POLICY_NAME = DriftPolicy.name
-"""The policy used when a gate names none (DESIGN.md section 3)."""
+DEFAULT_POLICY_NAME = SequentialPolicy.name
+"""The primary policy when a gate names none: the calibrated sequential policy (DESIGN.md
+section 3, issue 12). ``drift`` (the campaign rule) stays available by name."""
 
 
 def get_policy(name: str, **params: object) -> Policy:
@@ -77,8 +80,8 @@ def judge(
     Args:
         measurement: The gate's run medians in pattern order.
         policy: A policy from :func:`get_policy` (or built directly).
-        history: Earlier control medians on the same topology and recipe, used
-            by ``ratio-ci`` for calibration; ignored by ``drift``.
+        history: Control medians of earlier gates with the same control identity,
+            used by ``ratio-ci`` and ``sequential`` for calibration; ignored by ``drift``.
 
     Returns:
         The :class:`Verdict`; ``failed`` with the reason when the health gate or
@@ -102,14 +105,19 @@ def judge(
         return Verdict(verdict="failed", reason=failure, **base)
     numbers = compute_gate_numbers(measurement)
     stats: StatisticalDetail | None = None
+    sequential: SequentialDetail | None = None
     if isinstance(policy, DriftPolicy):
         if measurement.kind == "candidate":
             decision = decide_drift_candidate(numbers, policy)
         else:
             decision = decide_drift_regate(numbers, policy)
+    elif isinstance(policy, SequentialPolicy):
+        outcome = evaluate_sequential(measurement, policy, history)
+        decision, stats, sequential = outcome.decision, outcome.statistics, outcome.detail
     else:
         assert isinstance(policy, RatioCIPolicy)
-        stats = compute_ratio_interval(numbers, policy, history, kind=measurement.kind)
+        stats = compute_ratio_interval(numbers, policy, history, kind=measurement.kind,
+                                       runs=measurement.runs)
         if measurement.kind == "candidate":
             decision = decide_ratio_ci_candidate(numbers, stats, policy)
         else:
@@ -133,8 +141,60 @@ def judge(
         throughput_control=eff.throughput_control,
         throughput_scope=eff.throughput_scope,
         statistics=stats,
+        sequential=sequential,
         **base,
     )
+
+
+def next_roles(
+    measurement: GateMeasurement | Sequence[RunSummary] | None,
+    policy: Policy,
+    *,
+    history: ControlHistory | None = None,
+) -> tuple[str, ...]:
+    """Roles the allocation should run next; empty when the gate is decided or done.
+
+    The allocation driver calls this after each run with every run measured so far and
+    exactly the history the stored verdict will use. At a look (the runs end with a
+    control after a candidate) the answer is read off :func:`judge`'s result, so the
+    decision to extend and the stored verdict cannot disagree; between looks it is the
+    rest of the current look.
+
+    Args:
+        measurement: The runs so far: a :class:`GateMeasurement`, a sequence of
+            :class:`RunSummary` in pattern order (may end mid-look), or None / empty.
+        policy: The gate's policy. Only ``sequential`` extends; other policies get
+            their pattern from the gate request and return () here.
+        history: Control history of the same control identity.
+
+    Returns:
+        No runs yet: the first look's roles (e.g. ``("A", "A", "X", "B")``). Mid-look:
+        the roles that complete it. At a look: ``("X", "A")`` / ``("X", "B")`` while
+        undecided within the run budget, else ``()`` (decided, budget used up, a
+        failed run or a failed health gate).
+
+    Raises:
+        ValueError: If the runs are not a prefix of the policy's pattern.
+    """
+    if not isinstance(policy, SequentialPolicy):
+        return ()
+    if isinstance(measurement, GateMeasurement):
+        verdict = judge(measurement, policy, history=history)
+        return verdict.sequential.next_roles if verdict.sequential is not None else ()
+    runs = tuple(measurement or ())
+    if any(run.failed for run in runs):
+        return ()
+    roles = tuple(run.role for run in runs)
+    first = initial_roles(policy)
+    if len(roles) < len(first):
+        if roles != first[: len(roles)]:
+            raise ValueError(f"runs {''.join(roles)!r} do not start the pattern "
+                             f"{''.join(first)!r}")
+        return first[len(roles):]
+    if roles[-1] == "X":
+        last_control = next(r for r in reversed(roles) if r != "X")
+        return ("B" if last_control == "A" else "A",)
+    return next_roles(GateMeasurement(runs=runs), policy, history=history)
 
 
 def measurement_from_pattern(
@@ -185,7 +245,8 @@ def verdict_from_medians(
         b_s: Run median of control B, seconds.
         kind: ``candidate`` or ``regate``.
         policy: A policy or a policy name (default parameters).
-        history: Ledger control history for ``ratio-ci``.
+        history: Control history of the same control identity (``ratio-ci``,
+            ``sequential``).
         mfu_numerator_pct_s: MFU numerator, percent-seconds per sample.
         control_local_batch_size: Control local batch (default 1).
         control_grad_accum_steps: Control gradient accumulation (default 1).

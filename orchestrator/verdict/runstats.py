@@ -1,7 +1,18 @@
-"""Run statistics: slowest-rank step times, warmup discard, run median.
+"""Run statistics: slowest-rank step times, warmup discard, run median and its spread.
 
 Source: DESIGN.md section 2 (timing contract): per step the slowest rank,
 discard warmup, median of the measured steps.
+
+Statistic of a run: the run median stays the statistic every policy compares (the
+DESIGN contract, and the number the ledger shows). It is not stable when the steps are
+bimodal (each step 1.00 or 1.12 s at random: the median jumps between the modes from
+run to run), so each run also carries the median's standard error from its own steps
+(``spread.median_standard_error``) and a multimodality flag (``spread.detect_modes``).
+The calibrated policy puts the run-to-run sigma no lower than these standard errors
+(``calibration.sigma_floor``): identical medians never mean zero noise, and a bimodal
+run can never produce a confident decision. ``mean_step_s`` is reported for reference
+(it is the statistic that tracks throughput, but one +15% hiccup in 20 steps moves it
+by 0.75%, so it does not decide).
 """
 
 from __future__ import annotations
@@ -11,6 +22,9 @@ import numbers
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from orchestrator.verdict.model import Role, RunSummary
+from orchestrator.verdict.spread import detect_modes, median_standard_error
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,19 @@ class RunStatistics:
     """Steps after the measured window, not used (0 unless more were recorded)."""
     num_ranks: int | None
     """Ranks in the input when per-rank times were given, else None."""
+    median_se_s: float = 0.0
+    """Exact-bootstrap standard error of ``median_step_s`` from the measured steps,
+    seconds (``spread.median_standard_error``)."""
+    mean_step_s: float = 0.0
+    """Mean of the measured steps, seconds (reported, not used by verdicts)."""
+    multimodal: bool = False
+    """True when the measured steps form two separated groups (``spread.detect_modes``)."""
+    low_mode_s: float | None = None
+    """Mean of the faster group of the two-group split, seconds (None: < 10 steps)."""
+    high_mode_s: float | None = None
+    """Mean of the slower group of the two-group split, seconds (None: < 10 steps)."""
+    minor_mode_fraction: float | None = None
+    """Share of the measured steps in the smaller group (None: < 10 steps)."""
 
 
 def _check_step(name: str, value: object) -> float:
@@ -122,6 +149,8 @@ def run_statistics(
         )
     measured_count = available if num_measured_steps is None else num_measured_steps
     measured = slowest[num_warmup_steps : num_warmup_steps + measured_count]
+    ordered = sorted(measured)
+    modes = detect_modes(ordered)
     return RunStatistics(
         median_step_s=float(statistics.median(measured)),
         slowest_rank_step_seconds=slowest,
@@ -130,4 +159,32 @@ def run_statistics(
         num_measured_steps=measured_count,
         num_trailing_steps=available - measured_count,
         num_ranks=num_ranks,
+        median_se_s=median_standard_error(ordered),
+        mean_step_s=math.fsum(measured) / len(measured),
+        multimodal=modes.multimodal,
+        low_mode_s=modes.low_mode_s,
+        high_mode_s=modes.high_mode_s,
+        minor_mode_fraction=modes.minor_mode_fraction,
+    )
+
+
+def build_run_summary(role: Role, order: int, stats: RunStatistics) -> RunSummary:
+    """Build the :class:`RunSummary` of a measured run, spread fields included.
+
+    Args:
+        role: ``A``, ``X`` or ``B``.
+        order: 0-based position of the run in the gate's pattern.
+        stats: The run's :func:`run_statistics`.
+
+    Returns:
+        The summary with ``median_step_s``, ``median_se_s``, ``num_measured_steps``
+        and ``multimodal`` filled from ``stats``.
+    """
+    return RunSummary(
+        role=role,
+        order=order,
+        median_step_s=stats.median_step_s,
+        median_se_s=stats.median_se_s,
+        num_measured_steps=stats.num_measured_steps,
+        multimodal=stats.multimodal,
     )

@@ -9,9 +9,11 @@ Per-step samples are never used: they do not see the run-to-run noise.
   Var(D) = s^2 * sum_j w_j^2.
 * s^2 is the pooled sample variance of log control medians: each group of
   controls (this gate's controls; each ledger entry of earlier control medians,
-  most recent ``max_history_gates``) contributes its sum of squared deviations
-  from the group mean and (size - 1) degrees of freedom. A (A, B) pair
-  contributes (ln A - ln B)^2 / 2 and one degree of freedom.
+  the most recent min(max_history_gates, available)) contributes its sum of squared
+  deviations from the group mean and (size - 1) degrees of freedom. A (A, B) pair
+  contributes (ln A - ln B)^2 / 2 and one degree of freedom. s is floored by
+  ``calibration.sigma_floor`` (the runs' median standard errors, or ``min_sigma_pct``):
+  identical control medians do not mean zero noise.
 * Interval: D +- t_{1 - a/2, dof} * s * sqrt(sum w^2), a = 1 - confidence
   (Student t; e.g. Montgomery, Design and Analysis of Experiments, ch. 2),
   reported as exp(bound) - 1 in percent.
@@ -29,6 +31,9 @@ Candidate verdicts:
 | MDE > max_mde                                     | inconclusive |
 | otherwise                                         | neutral      |
 
+An interval whose MDE, as a ratio, exceeds 100% sets ``not_enough_control_pairs`` and
+its reason says "not enough control pairs" instead of printing absurd percentages.
+
 Re-gate verdicts: ``regate.py``. Simulated false-accept rate and power:
 benchmarks/results/verdict_power_*.txt.
 """
@@ -40,9 +45,14 @@ from functools import lru_cache
 
 from scipy import stats as _scipy_stats
 
-from orchestrator.verdict.model import ControlHistory, StatisticalDetail
+from orchestrator.verdict.calibration import select_history, sigma_floor
+from orchestrator.verdict.model import ControlHistory, RunSummary
 from orchestrator.verdict.pattern import Decision, GateNumbers
 from orchestrator.verdict.policy import RatioCIPolicy
+from orchestrator.verdict.result import StatisticalDetail
+
+_MAX_LOG = 700.0
+_NOT_ENOUGH_LOG = math.log(2.0)
 
 
 @lru_cache(maxsize=4096)
@@ -61,30 +71,31 @@ def compute_ratio_interval(
     history: ControlHistory | None,
     *,
     kind: str,
+    runs: tuple[RunSummary, ...] = (),
 ) -> StatisticalDetail:
     """Interval, MDE and calibration of the candidate/control ratio.
 
     Args:
         numbers: The gate's log contrast and control log medians.
-        policy: Confidence, MDE power, min_effect / tolerance, history depth.
-        history: Earlier control medians on the same topology and recipe, or None.
+        policy: Confidence, MDE power, min_effect / tolerance, history depth, floor.
+        history: Earlier control medians of the same control identity, or None.
         kind: ``candidate`` (MDE is a speedup beyond min_effect) or ``regate``
             (MDE is a change that is significant and beyond tolerance).
+        runs: The gate's runs, for the sigma floor from their median standard errors.
 
     Returns:
         The :class:`StatisticalDetail`, percentages of control step time.
     """
     controls = numbers.control_log_medians
-    ss = _sum_sq_dev(controls)
     gate_dof = len(controls) - 1
-    entries = history.pairs if history is not None else ()
-    used = entries[len(entries) - policy.max_history_gates :] if policy.max_history_gates else ()
-    hist_dof = 0
-    for entry in used:
-        ss += _sum_sq_dev([math.log(v) for v in entry])
-        hist_dof += len(entry) - 1
+    selection = select_history(history, policy.max_history_gates)
+    ss = _sum_sq_dev(controls) + selection.sum_sq
+    hist_dof = selection.dof
+    used = selection.entries
     dof = gate_dof + hist_dof
-    sigma = math.sqrt(ss / dof)
+    floor = sigma_floor(runs, policy.min_sigma_pct)
+    estimate = math.sqrt(ss / dof)
+    sigma = max(estimate, floor)
     se = sigma * math.sqrt(numbers.contrast_sum_sq_weights)
     t_ci = _t_quantile(0.5 + policy.confidence / 2.0, dof)
     t_pow = _t_quantile(policy.mde_power, dof)
@@ -94,11 +105,12 @@ def compute_ratio_interval(
         mde_pct = -math.expm1(-mde_log) * 100.0
     else:
         mde_log = max((t_ci + t_pow) * se, math.log1p(policy.tolerance_pct / 100.0) + t_pow * se)
-        mde_pct = math.expm1(mde_log) * 100.0
+        mde_pct = math.expm1(min(mde_log, _MAX_LOG)) * 100.0
+    half = min(t_ci * se, _MAX_LOG)
     return StatisticalDetail(
         ratio_pct=math.expm1(d) * 100.0,
-        ci_low_pct=math.expm1(d - t_ci * se) * 100.0,
-        ci_high_pct=math.expm1(d + t_ci * se) * 100.0,
+        ci_low_pct=math.expm1(d - half) * 100.0,
+        ci_high_pct=math.expm1(d + half) * 100.0,
         confidence=policy.confidence,
         mde_pct=mde_pct,
         mde_power=policy.mde_power,
@@ -107,7 +119,10 @@ def compute_ratio_interval(
         num_gate_control_pairs=gate_dof,
         num_history_pairs=hist_dof,
         num_history_gates=len(used),
-        calibration="gate+history" if used else "gate",
+        calibration="floor" if estimate < floor else ("gate+history" if used else "gate"),
+        sigma_floor_pct=floor * 100.0,
+        not_enough_control_pairs=(t_ci + t_pow) * se > _NOT_ENOUGH_LOG,
+        num_history_gates_available=selection.num_available,
     )
 
 
@@ -141,6 +156,14 @@ def decide_ratio_ci_candidate(
         return Decision("accept", f"{interval} is below -{margin:g}%", margin)
     if stats.ci_low_pct > margin:
         return Decision("reject", f"{interval} is above +{margin:g}%", margin)
+    if stats.not_enough_control_pairs:
+        return Decision(
+            "inconclusive",
+            f"not enough control pairs for an interval (estimate {stats.ratio_pct:+.3f}%, "
+            f"s={stats.run_sigma_pct:.3f}%, dof={stats.dof}; MDE > 100%): add control pairs "
+            "(longer pattern or ledger history)",
+            margin,
+        )
     if stats.mde_pct > policy.max_mde_pct:
         return Decision(
             "inconclusive",

@@ -97,3 +97,59 @@ def test_local_recipe_gate_runs_from_the_fork_server_and_reports_its_cost():
         assert 0 < run["fixed_s"] < run["wall_s"]
     assert report["measured_s"] + report["warmup_s"] + report["fixed_s"] <= report["runs_wall_s"] + 0.5, json.dumps(report["per_run"])
     assert set(report["median_precision_pct"]) == {0, 1, 2}
+
+
+def test_cancelling_a_forked_run_stops_every_process_of_the_gate():
+    from orchestrator.runtime.gates import dispatch_pass, poll_pass
+    from orchestrator.usecases.gates import cancel_gate, get_gate
+    from tests.factories import harness_gate
+
+    engine, settings = open_ledger()
+    gate_in = harness_gate(workload={"recipe": "tiny"}, control={}, candidate={},
+                           warmup_steps=1, measured_steps=400, run_timeout_s=600,
+                           topology={"ntasks_per_node": 2})
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    gate_dir = str(settings.data_dir / "gates" / f"{gate_id:06d}")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # until run 0 has printed a step
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        with Session(engine) as session:
+            gate = get_gate(session=session, gate_id=gate_id)
+        steps = (settings.data_dir / "gates" / f"{gate_id:06d}" / "runs" / "00-A.steps.jsonl")
+        if steps.exists() and steps.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.5)
+    with Session(engine) as session:
+        cancel_gate(session=session, gate_id=gate_id, reason="test cancel")
+        session.commit()
+    deadline = time.monotonic() + 120
+    leftover = []
+    while time.monotonic() < deadline:
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        leftover = _processes_of(gate_dir)
+        if not leftover:
+            break
+        time.sleep(0.5)
+    assert leftover == []
+    with Session(engine) as session:
+        gate = get_gate(session=session, gate_id=gate_id)
+    assert gate.status == "cancelled"
+
+
+def _processes_of(gate_dir: str) -> list[int]:
+    """Pids of trainer processes whose environment names the gate folder (/proc)."""
+    from pathlib import Path
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"trainer" in cmdline and gate_dir.encode() in environ:
+            found.append(int(proc.name))
+    return found

@@ -259,6 +259,7 @@ def test_trainer_gate_local_with_health(ledger, wall_time_report):
         "title": "tiny packed qkv", "workload": {"recipe": "tiny"},
         "candidate": {"recipe_overrides": ["model.packed_qkv=true"]},
         "warmup_steps": 2, "measured_steps": 4, "executor": "local", "run_timeout_s": 300,
+        "policy": "drift",
     })
     gate_id = _submit(engine, gate_in)
     gate = _run_to_end(engine, settings, gate_id, timeout_s=600)
@@ -267,7 +268,8 @@ def test_trainer_gate_local_with_health(ledger, wall_time_report):
         gate = session.get(Gate, gate_id)
         runs = sorted(gate.runs, key=lambda r: r.order)
         assert all(r.world_size == 2 and r.local_batch_size == 2 and r.median_step_s > 0 for r in runs)
-        assert "torch.distributed.run" in runs[0].command
+        # local bundled-trainer runs are forked from the allocation's fork server
+        assert runs[0].command[0] == "(fork server)" and "trainer" in runs[0].command
         assert "model.packed_qkv=true" in runs[1].command and "model.packed_qkv=true" not in runs[0].command
         assert gate.recipe["model"]["num_layers"] == 2 and gate.candidate_spec["recipe"]["model"]["packed_qkv"]
         assert session.get(Allocation, gate.allocation_id).health_verdict == "healthy"

@@ -75,6 +75,7 @@ def test_trainer_gate_env_override_two_tasks(ledger, wall_time_report):
         "executor": "slurm",
         "topology": {"ntasks_per_node": 2, "time_limit_min": 10},
         "run_timeout_s": 240,
+        "policy": "drift",
     })
     gate_id = _submit(engine, gate_in)
     dispatch_pass(engine, settings, gate_ids=[gate_id])

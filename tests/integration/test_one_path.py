@@ -166,7 +166,7 @@ def test_cli_gates_while_the_server_polls_the_same_ledger_have_one_writer(tmp_pa
         command = json.dumps([sys.executable, str(HARNESS), "{warmup_steps}", "{measured_steps}"])
         for i in range(20):
             proc = subprocess.run(
-                [*axbgate, "gate", "--command", command, "--no-health", "--json",
+                [*axbgate, "gate", "--command", command, "--no-health", "--json", "--policy", "drift",
                  "--control-env", "HARNESS_STEP_MS=20", "--candidate-env", "HARNESS_STEP_MS=20",
                  "--control-env", "HARNESS_SLEEP_S=0.03", "--candidate-env", "HARNESS_SLEEP_S=0.03",
                  "--warmup-steps", "3", "--measured-steps", "12", "--title", f"race {i}"],

@@ -61,7 +61,7 @@ def test_cli_remote_mode_submits_and_watches_through_the_api(tmp_path, monkeypat
         monkeypatch.setenv("AXBGATE_SERVER_URL", url)
         monkeypatch.setenv("AXBGATE_API_TOKEN", secret)
         get_settings.cache_clear()
-        code = main(["gate", "--command", json.dumps([sys.executable, str(HARNESS), "{warmup_steps}",
+        code = main(["gate", "--policy", "drift", "--command", json.dumps([sys.executable, str(HARNESS), "{warmup_steps}",
                                                       "{measured_steps}"]),
                      "--control-env", "HARNESS_STEP_MS=50", "--candidate-env", "HARNESS_STEP_MS=50",
                      "--warmup-steps", "2", "--measured-steps", "5", "--no-health", "--json"])

@@ -120,9 +120,9 @@ class _Driver:
             return
         # The allow-listed environment only: forked runs show the server's initial one in
         # /proc/<pid>/environ, whatever the leader sets afterwards.
-        env = {k: v for k, v in inherited_env(os.environ, self.policy).items()
-               if not k.startswith(("PYTHON", "LD_"))}
-        env["PYTHONPATH"] = self.plan.project_root
+        env = inherited_env(os.environ, self.policy)
+        env["PYTHONPATH"] = os.pathsep.join([self.plan.project_root, env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep)
         self.fork_server = ForkServer(self.plan.python, self.paths.fork_server_socket,
                                       self.paths.fork_server_log, env)
 
@@ -335,21 +335,28 @@ class _Driver:
             raise _GateFailed(f"run {order} ({role}) failed: {error}")
         return outcome["fields"]
 
-    def _inconclusive(self, runs: list[tuple[str, dict[str, Any]]]) -> bool:
-        """The primary verdict of the runs so far, with the same builder and control
-        history as the verdict the service will store."""
-        from orchestrator.verdict import RunSummary, history_from_pairs, judge_policies
+    def _more_roles(self, runs: list[tuple[str, dict[str, Any]]], extends: int) -> list[str]:
+        """Roles to append once the planned ones ran: what the primary policy asks for
+        (sequential), or ``X B`` while inconclusive within ``max_extend`` (other policies);
+        decided with the same builder, parameters and history as the stored verdict."""
+        from orchestrator.verdict import (
+            history_from_pairs,
+            judge_policies,
+            plan_next_roles,
+            summary_from_fields,
+        )
 
-        summaries = [RunSummary(role=role, order=i, median_step_s=f["median_step_s"],
-                                local_batch_size=f.get("local_batch_size"),
-                                grad_accum_steps=f.get("grad_accum_steps"),
-                                world_size=f.get("world_size"))
-                     for i, (role, f) in enumerate(runs)]
-        primary = judge_policies(summaries, kind=self.plan.kind, policy=self.plan.policy,
-                                 params=self.plan.policy_params,
-                                 history=history_from_pairs(self.plan.control_history),
-                                 others=False)[0]
-        return primary.verdict == "inconclusive"
+        plan = self.plan
+        summaries = [summary_from_fields(role, i, f) for i, (role, f) in enumerate(runs)]
+        history = history_from_pairs(plan.control_history)
+        if plan.policy == "sequential":
+            return list(plan_next_roles(summaries, policy=plan.policy, params=plan.policy_params,
+                                        history=history))
+        if extends >= plan.max_extend or plan.kind != "candidate":
+            return []
+        primary = judge_policies(summaries, kind=plan.kind, policy=plan.policy,
+                                 params=plan.policy_params, history=history, others=False)[0]
+        return ["X", "B"] if primary.verdict == "inconclusive" else []
 
     def run(self) -> dict[str, Any]:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
@@ -370,11 +377,12 @@ class _Driver:
             while len(done) < len(self.roles):
                 order = len(done)
                 done.append((self.roles[order], self._run(order, self.roles[order], sources)))
-                if (len(done) == len(self.roles) and extends < self.plan.max_extend
-                        and self.plan.kind == "candidate" and self._inconclusive(done)):
-                    extends += 1
-                    self.roles.extend(["X", "B"])
-                    self._save_status(roles=self.roles, extends=extends)
+                if len(done) == len(self.roles):
+                    more = self._more_roles(done, extends)
+                    if more:
+                        extends += 1
+                        self.roles.extend(more)
+                        self._save_status(roles=self.roles, extends=extends)
             self._save_status(state="finished", ended_at=_now())
         except Cancelled as exc:
             state = "failed" if self.time_limit_hit else "cancelled"

@@ -47,7 +47,7 @@ def test_cli_judges_and_validates_recipes_without_torch(tmp_path):
         import os, sys
         os.environ["AXBGATE_DATA_DIR"] = {str(tmp_path)!r}
         from orchestrator.app.cli import main
-        code = main(["verdict", "--a", "0.4284051351", "--x", "0.4148231971",
+        code = main(["verdict", "--policy", "drift", "--a", "0.4284051351", "--x", "0.4148231971",
                      "--b", "0.4264598510", "--json"])
         assert code == 0, code
         code = main(["gate", "--recipe", "tiny", "--no-wait", "--no-health", "--json",

@@ -10,7 +10,9 @@ from orchestrator.app.cli import main
 
 
 def _verdict(capsys, *args):
-    code = main(["verdict", *args])
+    # These tests pin the campaign rule; the default policy is tested on its own below.
+    policy = [] if "--policy" in args or "--batch" in args else ["--policy", "drift"]
+    code = main(["verdict", *policy, *args])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -95,3 +97,25 @@ def test_bad_input_exits_2(capsys, args, fragment):
     assert code == 2
     assert fragment in err
     assert "Traceback" not in err
+
+
+def test_default_policy_is_sequential_and_history_calibrates_it(capsys, tmp_path):
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps([[0.1, 0.1002], [0.1001, 0.1], [0.1, 0.1001]]))
+    code = main(["verdict", "--pattern", "A A X B", "--medians", "0.43,0.4284,0.4148,0.4265",
+                 "--history", str(history), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["policy"] == "sequential"
+    assert out["num_history_pairs"] == 3 and out["verdict"] == "accept"
+
+
+def test_batch_judges_each_line_and_names_bad_ones(capsys, tmp_path):
+    batch = tmp_path / "gates.jsonl"
+    batch.write_text(json.dumps({"id": "g1", "pattern": "AXB", "policy": "drift",
+                                 "medians_s": [0.4284051351, 0.4148231971, 0.4264598510]})
+                     + "\n" + json.dumps({"id": "g2", "pattern": "AXB", "medians_s": [1, -1, 1]}) + "\n")
+    code = main(["verdict", "--batch", str(batch)])
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert code == 2
+    assert lines[0]["id"] == "g1" and lines[0]["verdict"] == "accept"
+    assert lines[1]["line"] == 2 and "median" in lines[1]["error"]

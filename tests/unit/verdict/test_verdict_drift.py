@@ -28,7 +28,8 @@ WORKED_EXAMPLES = [
     ("a", "x", "b", "midpoint", "delta_ms", "delta_pct", "drift_pct", "expected"), WORKED_EXAMPLES
 )
 def test_design_worked_examples(a, x, b, midpoint, delta_ms, delta_pct, drift_pct, expected):
-    v = verdict_from_medians(a, x, b)
+    # `--policy drift`: the campaign rule, no longer the default primary policy (issue 12).
+    v = verdict_from_medians(a, x, b, policy="drift")
     assert v.midpoint_s == pytest.approx(midpoint, abs=1e-6)
     assert v.delta_ms == pytest.approx(delta_ms, abs=1e-6)
     assert v.delta_pct == pytest.approx(delta_pct, abs=1e-6)
@@ -46,7 +47,7 @@ def test_worked_example_mfu_and_throughput_at_midpoint() -> None:
     v = verdict_from_medians(
         0.4284051351, 0.4148231971, 0.4264598510, mfu_numerator_pct_s=5.0,
         control_local_batch_size=2, control_grad_accum_steps=3,
-        candidate_local_batch_size=2, candidate_grad_accum_steps=3,
+        candidate_local_batch_size=2, candidate_grad_accum_steps=3, policy="drift",
     )
     assert v.mfu_candidate_pct == pytest.approx(5.0 * 6 / 0.4148231971)
     assert v.mfu_control_pct == pytest.approx(5.0 * 6 / 0.42743249305)
@@ -127,7 +128,7 @@ def test_regate_branches(a, x, b, params, expected) -> None:
 
 
 def test_regate_ignores_max_drift() -> None:
-    v = verdict_from_medians(1.0, 1.2, 1.05, kind="regate")
+    v = verdict_from_medians(1.0, 1.2, 1.05, kind="regate", policy="drift")
     assert v.drift_pct > 2.0
     assert v.verdict == "regression"
 
@@ -139,7 +140,7 @@ def test_failed_run_gives_failed_with_reason() -> None:
                    failure_reason="non-finite loss at step 12"),
         RunSummary(role="B", order=2, median_step_s=1.0),
     )
-    for name in ("drift", "ratio-ci"):
+    for name in ("drift", "ratio-ci", "sequential"):
         v = judge(GateMeasurement(runs=runs), get_policy(name))
         assert v.verdict == "failed"
         assert "non-finite loss at step 12" in v.reason and "order 1" in v.reason

@@ -20,7 +20,7 @@ from orchestrator.verdict import (
 
 median_s = st.floats(min_value=0.05, max_value=20.0, allow_nan=False, allow_infinity=False)
 scale = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False, allow_infinity=False)
-policy_names = st.sampled_from(["drift", "ratio-ci"])
+policy_names = st.sampled_from(["drift", "ratio-ci", "sequential"])
 kinds = st.sampled_from(["candidate", "regate"])
 history_st = st.lists(st.tuples(median_s, median_s), min_size=0, max_size=8)
 PCT_KEYS = ("drift_pct", "delta_pct", "threshold_pct")
@@ -48,6 +48,14 @@ def test_swapping_a_and_b_changes_nothing(a, x, b, name, kind, hist) -> None:
     d1, d2 = v1.to_dict(), v2.to_dict()
     for key in ("brackets",):
         d1.pop(key), d2.pop(key)
+    if name == "sequential":
+        # least squares sums the swapped runs in another order: equal up to rounding
+        assume(not _near_boundary(d1))
+        for key in list(d1):
+            if isinstance(d1[key], float) and isinstance(d2[key], float):
+                assert math.isclose(d1[key], d2[key], rel_tol=1e-9, abs_tol=1e-9), key
+                d1.pop(key), d2.pop(key)
+        d1.pop("reason"), d2.pop("reason")
     assert d1 == d2
 
 
@@ -59,7 +67,7 @@ def test_scaling_all_times_leaves_percentages_and_verdict(a, x, b, k, name, kind
     scaled_hist = ControlHistory(pairs=[(p * k, q * k) for p, q in hist])
     v2 = verdict_from_medians(a * k, x * k, b * k, kind=kind, policy=name, history=scaled_hist)
     d1, d2 = v1.to_dict(), v2.to_dict()
-    for key in PCT_KEYS + (STAT_KEYS if name == "ratio-ci" else ()):
+    for key in PCT_KEYS + (STAT_KEYS if name != "drift" else ()):
         assert math.isclose(d1[key], d2[key], rel_tol=1e-9, abs_tol=1e-9), key
     assert math.isclose(d2["midpoint_s"], k * d1["midpoint_s"], rel_tol=1e-12)
     assert math.isclose(d2["delta_ms"], k * d1["delta_ms"], rel_tol=1e-9, abs_tol=1e-9)
@@ -81,8 +89,11 @@ def test_mfu_points_sign_is_opposite_to_delta(a, x, b, numerator, lb, ga) -> Non
 
 
 @settings(max_examples=200, deadline=None)
-@given(meds=st.lists(median_s, min_size=5, max_size=5), name=policy_names)
+@given(meds=st.lists(median_s, min_size=5, max_size=5),
+       name=st.sampled_from(["drift", "ratio-ci"]))
 def test_reversing_a_long_pattern_changes_nothing(meds, name) -> None:
+    # Not for `sequential`: its looks are prefixes in time order, so reversing the
+    # runs changes what was known at the first look.
     pattern = "AXBXA"
     v1 = judge(measurement_from_pattern(pattern, meds), get_policy(name))
     v2 = judge(measurement_from_pattern(pattern, meds[::-1]), get_policy(name))

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from orchestrator.verdict import run_statistics
+from orchestrator.verdict import RunSummary, build_run_summary, run_statistics
+from orchestrator.verdict.spread import median_standard_error
 
 
 def test_one_dimensional_discards_warmup_and_takes_median() -> None:
@@ -69,3 +70,44 @@ def test_measured_window_excludes_trailing_steps() -> None:
 def test_errors_name_the_field(steps, kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         run_statistics(steps, **kwargs)
+
+
+def test_median_standard_error_is_the_exact_bootstrap() -> None:
+    # n = 3, m = 2: the resampled median is x_(1) with P = 7/27, x_(2) 13/27, x_(3) 7/27
+    se = median_standard_error([1.0, 2.0, 4.0])
+    mean = (7 * 1 + 13 * 2 + 7 * 4) / 27
+    var = (7 * (1 - mean) ** 2 + 13 * (2 - mean) ** 2 + 7 * (4 - mean) ** 2) / 27
+    assert se == pytest.approx(math.sqrt(var))
+    assert median_standard_error([2.0] * 20) == 0.0
+
+
+def test_bimodal_steps_are_flagged_and_have_a_large_median_error() -> None:
+    rng = np.random.default_rng(4)
+    steps = (np.where(rng.random(40) < 0.5, 1.0, 1.12) * np.exp(rng.normal(0, 0.002, 40)))
+    stats = run_statistics(steps.tolist(), num_warmup_steps=10, num_measured_steps=20)
+    assert stats.multimodal
+    assert stats.low_mode_s == pytest.approx(1.0, abs=0.01)
+    assert stats.high_mode_s == pytest.approx(1.12, abs=0.01)
+    assert stats.median_se_s > 0.02
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_unimodal_steps_with_a_hiccup_are_not_multimodal(seed) -> None:
+    rng = np.random.default_rng(seed)
+    steps = np.exp(rng.normal(0, 0.005, 20))
+    steps[7] *= 1.15
+    stats = run_statistics(steps.tolist(), num_warmup_steps=0)
+    assert not stats.multimodal
+    assert 0.0 < stats.median_se_s < 0.01
+    assert stats.mean_step_s == pytest.approx(float(steps.mean()))
+
+
+def test_build_run_summary_carries_the_spread_and_old_callers_still_work() -> None:
+    stats = run_statistics([1.0, 1.01, 0.99, 1.0, 1.02], num_warmup_steps=1)
+    run = build_run_summary("X", 3, stats)
+    assert run.median_step_s == stats.median_step_s and run.median_se_s == stats.median_se_s
+    assert run.num_measured_steps == 4 and run.multimodal is False
+    old = RunSummary(role="A", order=0, median_step_s=1.0)
+    assert old.median_se_s is None and old.multimodal is None and old.num_measured_steps is None
+    with pytest.raises(ValueError, match="median_se_s"):
+        RunSummary(role="A", order=0, median_step_s=1.0, median_se_s=float("nan"))

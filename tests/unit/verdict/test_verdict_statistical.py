@@ -8,7 +8,14 @@ import math
 import pytest
 from scipy import stats
 
-from orchestrator.verdict import ControlHistory, get_policy, judge, measurement_from_pattern
+from orchestrator.verdict import (
+    ControlHistory,
+    GateMeasurement,
+    RunSummary,
+    get_policy,
+    judge,
+    measurement_from_pattern,
+)
 
 QUIET_HISTORY = ControlHistory(pairs=[(1.0, 1.001), (1.0, 0.999)] * 15)
 
@@ -112,7 +119,8 @@ def test_max_history_gates_uses_most_recent() -> None:
     s = _judge("AXB", [1.0, 0.99, 1.0005], history, max_history_gates=10).statistics
     assert s.num_history_gates == 10 and s.run_sigma_pct < 0.2
     s = _judge("AXB", [1.0, 0.99, 1.0005], history, max_history_gates=0).statistics
-    assert s.num_history_gates == 0 and s.calibration == "gate"
+    # controls 0.05% apart: s = 0.035% is below the min_sigma_pct floor of 0.05%
+    assert s.num_history_gates == 0 and s.calibration == "floor"
 
 
 def test_history_entries_may_hold_more_than_two_controls() -> None:
@@ -157,8 +165,43 @@ def test_to_dict_is_json_safe_and_complete() -> None:
     assert d["policy"] == "ratio-ci" and d["params"]["confidence"] == 0.98
 
 
-def test_identical_controls_give_degenerate_but_finite_interval() -> None:
-    v = _judge("AXB", [1.0, 0.999, 1.0])
+def test_identical_controls_do_not_mean_zero_noise() -> None:
+    # Issue 12: `--policy ratio-ci --a 0.1 --x 0.1001 --b 0.1` said reject [+0.100%, +0.100%].
+    v = _judge("AXB", [0.1, 0.1001, 0.1])
     s = v.statistics
-    assert s.run_sigma_pct == 0.0 and s.ci_low_pct == s.ci_high_pct
+    assert s.run_sigma_pct == pytest.approx(0.05) and s.calibration == "floor"
+    assert s.ci_low_pct < 0.0 < s.ci_high_pct
+    assert v.verdict == "inconclusive", v.reason
     json.dumps(v.to_dict(), allow_nan=False)
+
+
+def test_identical_controls_use_the_runs_median_errors_as_floor() -> None:
+    runs = tuple(RunSummary(role=r, order=i, median_step_s=m, median_se_s=se)
+                 for i, (r, m, se) in enumerate(zip("AXB", (1.0, 1.12, 1.0), (0.05, 0.05, 0.05))))
+    v = judge(GateMeasurement(runs=runs), get_policy("ratio-ci"), history=QUIET_HISTORY)
+    floor = 100 * math.sqrt((2 * 0.05**2 + (0.05 / 1.12) ** 2) / 3)
+    assert v.statistics.sigma_floor_pct == pytest.approx(floor, rel=1e-9)
+    assert v.statistics.run_sigma_pct >= floor
+    assert v.verdict != "reject", v.reason
+
+
+@pytest.mark.parametrize("available", [20, 30, 49, 50, 80])
+def test_history_uses_min_of_limit_and_available(available) -> None:
+    # Issue 12: with 26-49 entries, v1 used only 50 - available of them (negative slice).
+    history = ControlHistory(pairs=[(1.0, 1.001 + i * 1e-5) for i in range(available)],
+                             gate_ids=[f"g{i}" for i in range(available)])
+    s = _judge("AXB", [1.0, 0.99, 1.0005], history).statistics
+    assert s.num_history_gates == min(50, available)
+    assert s.num_history_pairs == min(50, available)
+    assert s.num_history_gates_available == available
+
+
+def test_absurd_interval_is_not_enough_control_pairs() -> None:
+    # Issue 12: `--a 0.5000 --x 0.5650 --b 0.4950` printed [-13.9%, +49.8%] (MDE ~28%).
+    v = _judge("AXB", [0.5, 0.565, 0.495])
+    assert v.verdict == "inconclusive" and not v.statistics.not_enough_control_pairs
+    v = _judge("AXB", [1.0, 1.1, 0.9])  # MDE as a ratio > 100%
+    assert v.statistics.not_enough_control_pairs
+    assert v.verdict == "inconclusive" and "not enough control pairs" in v.reason
+    quiet = _judge("AXB", [1.0, 0.99, 1.0005], QUIET_HISTORY).statistics
+    assert not quiet.not_enough_control_pairs
