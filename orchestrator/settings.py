@@ -26,6 +26,7 @@ __all__ = [
     "GateServiceSettings",
     "LimitSettings",
     "NightlySettings",
+    "SecuritySettings",
     "Settings",
     "get_settings",
 ]
@@ -134,10 +135,91 @@ class NightlySettings(BaseModel):
 
 
 class AuthSettings(BaseModel):
-    """API authentication."""
+    """API authentication (docs/security.md)."""
 
     read_open: bool = True
-    """Read endpoints need no token when true."""
+    """Read endpoints and pages need no token when true; when false every read needs a
+    valid token of any scope (``AXBGATE_AUTH__READ_OPEN=false``)."""
+
+
+DEFAULT_SECRET_PATTERNS = (
+    "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*", "*_KEY", "*_KEY_*", "KEY_*",
+    "*APIKEY*", "*CREDENTIAL*", "*PRIVATE*", "*DATABASE_URL*", "*DATABASE__URL*", "*DSN*",
+    "*COOKIE*", "*AUTH*",
+)
+"""Environment-variable names treated as secrets (shell globs, case-insensitive). ``*_KEY``
+rather than ``*KEY*`` so that NCCL's ``NCCL_IB_PKEY`` is not taken for one."""
+
+DEFAULT_RUN_ENV_ALLOW = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE",
+    "LC_*", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_*", "NCCL_*", "TORCH_*", "PYTORCH_*", "TORCHINDUCTOR_*",
+    "TRITON_*", "NVIDIA_*", "NVSHMEM_*", "GLOO_*", "UCX_*", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "SLURM_*", "SLURMD_*", "PMI*", "PMIX_*", "OMPI_*", "HWLOC_*", "VIRTUAL_ENV", "CONDA_PREFIX",
+    "SUBMITIT_*",
+)
+"""Variables of the server's environment a run inherits (shell globs, case-sensitive)."""
+
+
+class SecuritySettings(BaseModel):
+    """Least privilege: what a run inherits, which names are secrets, which files and
+    webhook targets requests may name (docs/security.md)."""
+
+    secret_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_PATTERNS))
+    """Environment-variable names (globs, case-insensitive) whose values are masked
+    wherever they are shown (API, pages, CLI, reports, provenance) and never inherited by
+    a run from the server's environment."""
+
+    run_env_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_RUN_ENV_ALLOW))
+    """Server variables (globs) a run starts with; everything else of the server's
+    environment is dropped before the allocation job is submitted. Names matching
+    ``secret_patterns`` are dropped even when allowed here (use ``run_env_passthrough``)."""
+
+    run_env_passthrough: list[str] = Field(default_factory=list)
+    """Exact names of server variables passed to every run even when they look secret,
+    e.g. ``["WANDB_API_KEY"]``: an explicit decision of the operator."""
+
+    secret_refs: list[str] = Field(default_factory=list)
+    """Exact names of server variables a gate may reference as ``secret://NAME`` in its
+    env; the value is injected at launch on the allocation and never stored."""
+
+    run_as_user: str | None = None
+    """Local executor: run every step (health gate, runs) as this unprivileged account
+    (needs a root server; ``subprocess`` drops to its uid, gid and groups)."""
+
+    files_dir: Path | None = None
+    """Directory whose ``.toml`` files requests may name as ``workload.recipe`` or
+    ``health.criteria`` (besides shipped names); ``None``: shipped names only over the API."""
+
+    webhook_allow_private: bool = False
+    """Allow webhook targets on private, loopback, link-local, unspecified or multicast
+    addresses (refused by default, at registration and at delivery)."""
+
+    @field_validator("run_env_passthrough", "secret_refs")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        import re
+
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment-variable name")
+            if name.upper().startswith("AXBGATE_"):
+                raise ValueError(f"{name}: the service's own AXBGATE_* settings never reach a run")
+        return value
+
+    @field_validator("run_as_user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        import pwd
+
+        try:
+            entry = pwd.getpwnam(value)
+        except KeyError:
+            raise ValueError(f"run_as_user {value!r} is not an account on this machine") from None
+        if entry.pw_uid == 0:
+            raise ValueError("run_as_user must be an unprivileged account, not uid 0")
+        return value
 
 
 class LimitSettings(BaseModel):
@@ -179,6 +261,7 @@ class Settings(BaseSettings):
     nightly: NightlySettings = Field(default_factory=NightlySettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     @field_validator("data_dir", mode="before")
     @classmethod

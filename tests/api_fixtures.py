@@ -43,10 +43,10 @@ def db_session(app):
 
 @pytest.fixture
 def token(db_session) -> str:
-    """A valid write token secret named ``tester``."""
-    from orchestrator.usecases.tokens import create_token
+    """A valid token secret named ``tester`` holding every scope (read, submit, decide, admin)."""
+    from orchestrator.usecases.tokens import SCOPES, create_token
 
-    _row, secret = create_token(session=db_session, name="tester")
+    _row, secret = create_token(session=db_session, name="tester", scopes=SCOPES)
     db_session.commit()
     return secret
 

@@ -98,6 +98,14 @@ def _nvml_facts(index: int) -> dict[str, Any]:
         return {}
 
 
+def _provenance_env() -> dict[str, str]:
+    """The launch-relevant variables of this run; values of the names the launcher lists
+    in ``AXBGATE_MASKED_ENV`` (secret-looking names) read ``***``."""
+    masked = set(filter(None, os.environ.get("AXBGATE_MASKED_ENV", "").split(",")))
+    return {k: "***" if k in masked else v for k, v in sorted(os.environ.items())
+            if k.startswith(_ENV_PREFIXES)}
+
+
 def provenance(recipe: dict[str, Any], hostnames: list[str], gpu_model: str | None,
                num_gpus: int, local_device_index: int | None) -> dict[str, Any]:
     """Payload of ``AXBGATE_PROVENANCE``.
@@ -130,7 +138,7 @@ def provenance(recipe: dict[str, Any], hostnames: list[str], gpu_model: str | No
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "recipe": recipe,
-        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)},
+        "env": _provenance_env(),
         "command": list(sys.argv),
         "source_sha": _git("rev-parse", "HEAD"),
         "source_dirty": None if status is None else bool(status),

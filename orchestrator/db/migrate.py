@@ -95,9 +95,17 @@ def migration_lock(url: str) -> Iterator[None]:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Apply migrations up to ``revision`` (default: the newest), under
-    :func:`migration_lock`; a database already there is left alone."""
+    :func:`migration_lock`; a database already there is left alone. A SQLite ledger file is
+    made owner-only: it holds gate env values and webhook secrets (docs/security.md)."""
     with migration_lock(url):
         command.upgrade(alembic_config(url), revision)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        sqlite_file = Path(url.split("///", 1)[1])
+        if sqlite_file.exists():
+            try:
+                sqlite_file.chmod(0o600)
+            except OSError:
+                pass
 
 
 def downgrade(url: str, revision: str = "base") -> None:

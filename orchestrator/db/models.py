@@ -304,8 +304,14 @@ class Decision(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     gate_id: Mapped[int] = mapped_column(ForeignKey("gates.id", ondelete="CASCADE"), index=True)
     decided_by: Mapped[str] = mapped_column(String(255))
+    """The identity that recorded it: the API token's name, or the OS user of an embedded
+    CLI; never chosen by the client."""
     decision: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")
+    note: Mapped[str] = mapped_column(Text, default="", server_default="")
+    """Free text the client added (e.g. on whose behalf)."""
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"))
+    """The API token used (``None`` for the embedded CLI)."""
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     gate: Mapped[Gate] = relationship(back_populates="decisions")

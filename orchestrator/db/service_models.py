@@ -56,18 +56,22 @@ class TrackedRepository(Base):
     options: Mapped[dict] = mapped_column(default=dict)
     """Gate parameters of every re-gate (run_pattern, warmup/measured steps, health,
     run_timeout_s, env); see ``orchestrator.schemas.repos.RegateOptions``."""
+    webhook_secret: Mapped[str | None] = mapped_column(String(128))
+    """Standard Webhooks signing secret (``whsec_`` + base64); shown once when created."""
 
     __table_args__ = (UniqueConstraint("url", "branch"),)
 
 
 class ApiToken(Base):
-    """A write token for the API; only its SHA-256 is stored."""
+    """An API token; only its SHA-256 is stored."""
 
     __tablename__ = "api_tokens"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(255))
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[list] = mapped_column(default=list)
+    """What the token may do: ``read``, ``submit``, ``decide``, ``admin``."""
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[dt.datetime | None]
 

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.domain.secrets import parse_secret_ref
+
 __all__ = [
     "GateCreate",
     "GateOptions",
@@ -34,7 +36,8 @@ COMMAND_PLACEHOLDERS = frozenset(
 # sbatch options axbgate/submitit set themselves (topology fields, log paths, signal).
 _SLURM_OWNED = frozenset(
     {"nodes", "ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_node", "time", "partition",
-     "account", "qos", "job_name", "output", "error", "signal", "wrap", "chdir", "open_mode"}
+     "account", "qos", "job_name", "output", "error", "signal", "wrap", "chdir", "open_mode",
+     "export", "export_file", "get_user_env", "uid", "gid"}
 )
 # Variables the launcher owns; a gate may not override them (DESIGN.md section 5).
 RESERVED_ENV = frozenset(
@@ -106,7 +109,10 @@ class SideSpec(BaseModel):
 
     source: SourceSpec = Field(default_factory=SourceSpec)
     env: dict[str, str] = Field(default_factory=dict)
-    """Environment overrides for every run of this side."""
+    """Environment overrides for every run of this side. A value ``secret://NAME`` is a
+    secret reference: the run gets the server variable ``NAME`` (one the operator lists in
+    ``security.secret_refs``), injected at launch and never stored. Values of names that
+    look secret (``security.secret_patterns``) are masked wherever they are shown."""
     recipe_overrides: list[str] = Field(default_factory=list)
     """``section.key=value`` overrides of the bundled trainer's recipe."""
 
@@ -120,6 +126,7 @@ class SideSpec(BaseModel):
                 raise ValueError(f"environment variable {name} is set by the launcher and cannot be overridden")
             if "\x00" in val or len(val) > 4096:
                 raise ValueError(f"value of {name} must be at most 4096 characters without NUL bytes")
+            parse_secret_ref(val)
         return value
 
     @field_validator("recipe_overrides")

@@ -1,19 +1,28 @@
-"""``local`` executor: the embedded default, this machine's GPUs or CPU (submitit local)."""
+"""``local`` executor: the embedded default, this machine's GPUs or CPU (submitit local).
+
+The submitit controller (and so the driver and every run) starts from a scrubbed
+environment (:func:`orchestrator.executors.runenv.submission_env`), never the server's:
+its ``/proc/<pid>/environ`` holds no API token, database URL or cloud key.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import submitit
+from submitit.local.local import LocalJob
 
 from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.driver import reap_active_step, run_gate
 from orchestrator.executors.plan import GatePaths, GatePlan
+from orchestrator.executors.runenv import RunEnvPolicy, referenced_names, submission_env
 
 __all__ = ["LocalGateExecutor"]
 
@@ -35,6 +44,37 @@ def _alive(pid: int) -> bool:
     return state != "Z" and b"submitit" in cmdline
 
 
+class _ScrubbedLocalExecutor(submitit.LocalExecutor):
+    """submitit's local executor whose controller process gets ``env`` instead of a copy
+    of ``os.environ`` (submitit 1.5 ``start_controller`` with the environment given)."""
+
+    def __init__(self, folder: Path, env: Mapping[str, str]) -> None:
+        super().__init__(folder=folder)
+        self._env = dict(env)
+
+    def _submit_command(self, command: str) -> LocalJob:
+        ntasks = self.parameters.get("tasks_per_node", 1)
+        num_gpus = self.parameters.get("gpus_per_node", 0)
+        env = dict(self._env)
+        env.update(
+            SUBMITIT_LOCAL_NTASKS=str(ntasks),
+            SUBMITIT_LOCAL_COMMAND=command,
+            SUBMITIT_LOCAL_TIMEOUT_S=str(int(60 * self.parameters.get("timeout_min", 2.0))),
+            SUBMITIT_LOCAL_SIGNAL_DELAY_S=str(int(self.parameters.get("signal_delay_s", 30))),
+            SUBMITIT_LOCAL_NODEID="0",
+            SUBMITIT_LOCAL_JOB_NUM_NODES="1",
+            SUBMITIT_STDERR_TO_STDOUT="1" if self.parameters.get("stderr_to_stdout", False) else "",
+            SUBMITIT_EXECUTOR="local",
+            CUDA_VISIBLE_DEVICES=",".join(str(k) for k in range(num_gpus)),
+            SUBMITIT_LOCAL_WITH_SHELL="",
+        )
+        # Detached like submitit's controller: it outlives this process (a server restart).
+        process = subprocess.Popen([sys.executable, "-m", "submitit.local._local", str(self.folder)],
+                                   env=env)
+        return LocalJob(folder=self.folder, job_id=str(process.pid), process=process,
+                        tasks=list(range(ntasks)))
+
+
 class LocalGateExecutor(BaseGateExecutor):
     """Runs the driver in a detached local process through ``submitit.LocalExecutor``."""
 
@@ -44,9 +84,12 @@ class LocalGateExecutor(BaseGateExecutor):
         self.folder = Path(folder)
 
     def submit(self, plan: GatePlan) -> JobRef:
-        """Start the driver process; ``timeout_min`` is generous, runs carry deadlines."""
+        """Start the driver process with a scrubbed environment; ``timeout_min`` is
+        generous, runs carry deadlines."""
         folder = plan.paths.submitit_dir
-        executor = submitit.LocalExecutor(folder=folder)
+        env = submission_env(os.environ, RunEnvPolicy.from_plan(plan.run_env),
+                             referenced_names(plan.sides))
+        executor = _ScrubbedLocalExecutor(folder=folder, env=env)
         executor.update_parameters(timeout_min=24 * 60, gpus_per_node=plan.gpus_per_node)
         job = executor.submit(run_gate, str(plan.paths.plan))
         logger.info("gate=%s local job %s", plan.gate_id, job.job_id)

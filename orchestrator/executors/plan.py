@@ -105,6 +105,11 @@ class GatePaths:
         return self.root / "compile-cache"
 
     @property
+    def run_home(self) -> Path:
+        """``HOME`` of the steps when they run as ``security.run_as_user``."""
+        return self.root / "home"
+
+    @property
     def sources_dir(self) -> Path:
         """Worktrees of the source revisions under test."""
         return self.root / "src"
@@ -207,6 +212,9 @@ class GatePlan:
     """Measured window in seconds, or None for exactly ``num_measured_steps``."""
     max_log_bytes: int = 2 * 1024**3
     """Output one step may write, bytes; past it the step is killed and the run fails."""
+    run_env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What a run's environment is built from (``RunEnvPolicy.to_plan()``: allow-list,
+    pass-through names, secret patterns, run-as user); empty means the defaults."""
     python: str = dataclasses.field(default_factory=lambda: sys.executable)
     """Interpreter for trainer, health and driver processes."""
     project_root: str = dataclasses.field(

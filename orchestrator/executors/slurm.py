@@ -5,11 +5,16 @@ be a full-width ``srun`` job step of the allocation. Job state comes from ``sacc
 (through submitit) with ``squeue``/``scontrol`` as a fallback, because without
 accounting ``sacct`` answers nothing (shared/SLURM_CI.md); the driver's own
 ``status.json`` is the primary record of what happened.
+
+The job is submitted with ``--export=NAME,...`` naming only the variables a run may
+inherit (:func:`orchestrator.executors.runenv.submission_env`), so the batch step does not
+carry the server's secrets (Slurm's default is ``--export=ALL``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from collections.abc import Sequence
 
@@ -18,6 +23,7 @@ import submitit
 from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.driver import run_gate
 from orchestrator.executors.plan import GatePlan
+from orchestrator.executors.runenv import RunEnvPolicy, referenced_names, submission_env
 
 __all__ = ["SlurmGateExecutor", "parse_squeue"]
 
@@ -69,8 +75,13 @@ class SlurmGateExecutor(BaseGateExecutor):
             params["account"] = account
         if topology.get("qos"):
             params["qos"] = topology["qos"]
-        if topology.get("extra_slurm"):
-            params["additional_parameters"] = dict(topology["extra_slurm"])
+        extra = dict(topology.get("extra_slurm") or {})
+        env = submission_env(os.environ, RunEnvPolicy.from_plan(plan.run_env),
+                             referenced_names(plan.sides))
+        # Names only: sbatch copies their values from its own environment; Slurm adds its
+        # SLURM_* variables. NONE when nothing is allowed.
+        extra["export"] = ",".join(sorted(env)) or "NONE"
+        params["additional_parameters"] = extra
         executor.update_parameters(**params)
         job = executor.submit(run_gate, str(plan.paths.plan))
         logger.info("gate=%s slurm job %s", plan.gate_id, job.job_id)

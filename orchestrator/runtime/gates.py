@@ -9,13 +9,14 @@ from sqlalchemy.orm import Session
 
 from orchestrator.executors import BaseGateExecutor, JobRef, build_executor
 from orchestrator.executors.plan import GatePaths, read_json
+from orchestrator.executors.runenv import RunEnvPolicy
 from orchestrator.runtime.loop import LoopService
 from orchestrator.settings import Settings
 from orchestrator.usecases import queue
 from orchestrator.usecases.dispatch import claim_gate, dispatch_gate
 from orchestrator.usecases.progress import collect_steps, ingest_gate
 
-__all__ = ["Dispatcher", "Poller", "dispatch_pass", "poll_pass"]
+__all__ = ["SERVER_EXECUTORS", "Dispatcher", "Poller", "dispatch_pass", "poll_pass"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +38,25 @@ class _Executors:
         return self._cache[kind]
 
 
+SERVER_EXECUTORS = ("local", "slurm")
+"""Executors a server runs; ``debug`` gates run inside the CLI process that submitted them."""
+
+
 def dispatch_pass(engine: Engine, settings: Settings, executors: _Executors | None = None,
-                  gate_ids: list[int] | None = None) -> int:
-    """Submit every queued gate (one transaction per gate). Returns how many."""
+                  gate_ids: list[int] | None = None, kinds: tuple[str, ...] | None = None) -> int:
+    """Submit every queued gate (one transaction per gate). Returns how many.
+
+    Args:
+        engine: Ledger engine.
+        settings: Process settings (data dir, executor defaults, ``security``).
+        executors: Executor cache (one per kind).
+        gate_ids: Only these gates.
+        kinds: Only gates of these executors (the server passes :data:`SERVER_EXECUTORS`).
+    """
     executors = executors or _Executors(settings)
+    run_env = RunEnvPolicy.from_settings(settings.security)
     with Session(engine, expire_on_commit=False) as session:
-        ids = queue.queued_gate_ids(session=session, gate_ids=gate_ids)
+        ids = queue.queued_gate_ids(session=session, gate_ids=gate_ids, kinds=kinds)
     count = 0
     for gate_id in ids:
         with Session(engine, expire_on_commit=False) as session:
@@ -52,7 +66,7 @@ def dispatch_pass(engine: Engine, settings: Settings, executors: _Executors | No
             session.commit()
             try:
                 dispatch_gate(session=session, gate_id=gate_id, executors=executors.get,
-                              data_dir=settings.data_dir)
+                              data_dir=settings.data_dir, run_env=run_env)
                 session.commit()
             except Exception as exc:  # sbatch refused, folder unwritable: fail, do not loop
                 logger.exception("gate=%s submit failed", gate_id)
@@ -63,14 +77,21 @@ def dispatch_pass(engine: Engine, settings: Settings, executors: _Executors | No
 
 
 def poll_pass(engine: Engine, settings: Settings, executors: _Executors | None = None,
-              gate_ids: list[int] | None = None) -> int:
+              gate_ids: list[int] | None = None, kinds: tuple[str, ...] | None = None) -> int:
     """Ingest every gate in flight; cancel jobs of gates cancelled in the ledger.
 
     One batched scheduler query per executor kind. Returns gates looked at.
+
+    Args:
+        engine: Ledger engine.
+        settings: Process settings.
+        executors: Executor cache (one per kind).
+        gate_ids: Only these gates.
+        kinds: Only gates of these executors (the server passes :data:`SERVER_EXECUTORS`).
     """
     executors = executors or _Executors(settings)
     with Session(engine, expire_on_commit=False) as session:
-        jobs = queue.gates_in_flight(session=session, gate_ids=gate_ids)
+        jobs = queue.gates_in_flight(session=session, gate_ids=gate_ids, kinds=kinds)
     refs: dict[str, list[JobRef]] = {}
     for job in jobs:
         if job.job_ref:
@@ -93,7 +114,7 @@ def poll_pass(engine: Engine, settings: Settings, executors: _Executors | None =
                 logger.exception("gate=%s ingest failed", job.gate_id)
                 session.rollback()
                 _fail(session, job.gate_id, f"ingesting the gate's results failed: {exc!r}")
-    _cancel_pass(engine, settings, executors)
+    _cancel_pass(engine, settings, executors, kinds)
     return len(jobs)
 
 
@@ -107,11 +128,13 @@ def _fail(session: Session, gate_id: int, reason: str) -> None:
         session.rollback()
 
 
-def _cancel_pass(engine: Engine, settings: Settings, executors: _Executors) -> None:
+def _cancel_pass(engine: Engine, settings: Settings, executors: _Executors,
+                 kinds: tuple[str, ...] | None = None) -> None:
     """Cancel the scheduler job of every cancelled gate whose job may still run, and keep
     the steps its runs printed until the driver has stopped."""
     with Session(engine, expire_on_commit=False) as session:
-        jobs = queue.cancelled_gates_with_jobs(session=session)
+        jobs = [j for j in queue.cancelled_gates_with_jobs(session=session)
+                if kinds is None or j.executor in kinds]
     for job in jobs:
         paths = GatePaths.of(settings.data_dir, job.gate_id)
         if paths.steps_collected.exists():
@@ -148,8 +171,8 @@ class Dispatcher(LoopService):
         self.executors = _Executors(settings)
 
     def run_once(self) -> None:
-        """Submit every queued gate."""
-        dispatch_pass(self.engine, self.settings, self.executors)
+        """Submit every queued gate the server can run (never ``debug`` ones)."""
+        dispatch_pass(self.engine, self.settings, self.executors, kinds=SERVER_EXECUTORS)
 
 
 class Poller(LoopService):
@@ -163,5 +186,6 @@ class Poller(LoopService):
         self.executors = _Executors(settings)
 
     def run_once(self) -> None:
-        """Ingest every gate in flight."""
-        poll_pass(self.engine, self.settings, self.executors)
+        """Ingest every gate in flight that the server runs (``debug`` gates belong to
+        the CLI process running them)."""
+        poll_pass(self.engine, self.settings, self.executors, kinds=SERVER_EXECUTORS)

@@ -1,11 +1,16 @@
-"""Gate, run and verdict output models (``*Public``)."""
+"""Gate, run and verdict output models (``*Public``).
+
+Every env mapping they carry is masked (:func:`orchestrator.domain.secrets.mask_env`):
+values of secret-looking names never leave the service, whoever reads."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from orchestrator.domain.secrets import mask_env
 
 __all__ = ["GateProgressPublic", "GatePublic", "GatesPublic", "RunProgressPublic", "RunPublic",
            "VerdictPublic"]
@@ -44,6 +49,17 @@ class RunPublic(BaseModel):
     clocks: dict[str, Any] = {}
     started_at: dt.datetime | None = None
     ended_at: dt.datetime | None = None
+
+    @model_validator(mode="after")
+    def _mask(self) -> RunPublic:
+        self.env = mask_env(self.env)
+        return self
+
+
+def _mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(spec.get("env"), dict):
+        return {**spec, "env": mask_env(spec["env"])}
+    return spec
 
 
 class VerdictPublic(BaseModel):
@@ -97,6 +113,12 @@ class GatePublic(BaseModel):
     ended_at: dt.datetime | None
     runs: list[RunPublic] = []
     verdicts: list[VerdictPublic] = []
+
+    @model_validator(mode="after")
+    def _mask(self) -> GatePublic:
+        self.control_spec = _mask_spec(self.control_spec)
+        self.candidate_spec = _mask_spec(self.candidate_spec)
+        return self
 
 
 class GatesPublic(BaseModel):

@@ -20,6 +20,8 @@ from orchestrator.domain.gate_spec import (
     WorkloadSpec,
     parse_pattern,
 )
+from orchestrator.domain.secrets import mask_env, mask_url
+from orchestrator.schemas.drift import DriftPointPublic, DriftPublic, DriftSegmentPublic
 
 __all__ = [
     "BisectionPublic",
@@ -29,6 +31,7 @@ __all__ = [
     "DriftSegmentPublic",
     "RegateOptions",
     "RepoCreate",
+    "RepoCreatedPublic",
     "RepoEventPublic",
     "RepoPublic",
     "RepoUpdate",
@@ -255,6 +258,21 @@ class RepoPublic(BaseModel):
     last_checked_at: dt.datetime | None
     created_at: dt.datetime
 
+    @model_validator(mode="after")
+    def _mask(self) -> RepoPublic:
+        if isinstance(self.options.get("env"), dict):
+            self.options = {**self.options, "env": mask_env(self.options["env"])}
+        self.url = mask_url(self.url)
+        return self
+
+
+class RepoCreatedPublic(RepoPublic):
+    """A tracked repository as created: with its webhook signing secret, shown once."""
+
+    webhook_secret: str
+    """Standard Webhooks secret (``whsec_...``) that signs every notification of this
+    repository (``webhook-signature`` header); store it now, it is never shown again."""
+
 
 class ReposPublic(BaseModel):
     """Tracked repositories."""
@@ -366,50 +384,3 @@ class CheckResultPublic(BaseModel):
     head_sha: str | None = None
     gate_id: int | None = None
     message: str = ""
-
-
-class DriftPointPublic(BaseModel):
-    """The measured head after one re-gate of a tracked branch."""
-
-    gate_id: int
-    sha: str
-    created_at: dt.datetime
-    median_s: float
-    """Candidate run median of the re-gate, seconds (allocation-dependent)."""
-    delta_pct: float | None
-    """The re-gate's delta against its control, percent (same allocation)."""
-    cumulative_delta_pct: float
-    """Sum of the re-gate deltas since the first point, percent: the allocation-
-    independent drift estimate."""
-    verdict: str | None
-
-
-class DriftSegmentPublic(BaseModel):
-    """A run of points between two change points."""
-
-    start: int
-    """Index of the first point."""
-    end: int
-    """Index one past the last point."""
-    mean_s: float
-    """Mean of the medians in the segment, seconds."""
-    shift_pct: float
-    """Segment mean relative to the first segment's mean, percent."""
-
-
-class DriftPublic(BaseModel):
-    """Drift over time of one tracked branch and its change points."""
-
-    repository_id: int
-    branch: str
-    method: str
-    """Change-point method and penalty (``ruptures`` PELT, l2 cost)."""
-    penalty: float | None
-    points: list[DriftPointPublic]
-    change_points: list[int]
-    """Indices where a new segment starts."""
-    segments: list[DriftSegmentPublic]
-    drift_flag: bool
-    """A segment mean moved more than the repository's tolerance from the first segment
-    while no single re-gate in between reported a regression or improvement."""
-    message: str

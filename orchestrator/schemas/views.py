@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.domain.secrets import mask_env, mask_override
 from orchestrator.schemas.gates import GatePublic, RunPublic
 
 __all__ = [
@@ -44,6 +45,8 @@ class TokenPublic(BaseModel):
 
     id: int
     name: str
+    scopes: list[str] = []
+    """``read``, ``submit``, ``decide``, ``admin``."""
     created_at: dt.datetime
     revoked_at: dt.datetime | None = None
 
@@ -132,7 +135,13 @@ class SideSummary(BaseModel):
     ref: str | None = None
     dirty: bool = False
     overrides: list[str] = []
-    """Environment (``NAME=value``) and recipe (``section.key=value``) overrides."""
+    """Environment (``NAME=value``, secret values masked) and recipe (``section.key=value``)
+    overrides."""
+
+    @model_validator(mode="after")
+    def _mask(self) -> SideSummary:
+        self.overrides = [mask_override(o) for o in self.overrides]
+        return self
 
 
 class GateSummaryPublic(BaseModel):
@@ -235,8 +244,12 @@ class DecisionPublic(BaseModel):
     id: int
     gate_id: int
     decided_by: str
+    """The token's name (API) or the OS user (embedded CLI) that recorded it."""
     decision: str
     reason: str
+    note: str = ""
+    token_id: int | None = None
+    """The API token used, ``None`` for the embedded CLI."""
     created_at: dt.datetime
 
 
@@ -250,8 +263,11 @@ class DecisionCreate(BaseModel):
     ]
     reason: str = Field("", max_length=4000, pattern=_NO_NUL)
     """Why; required when the decision differs from the timing verdict."""
+    note: str = Field("", max_length=1000, pattern=_NO_NUL)
+    """Free text kept with the decision (e.g. on whose behalf it was recorded)."""
     decided_by: str | None = Field(None, max_length=255, pattern=_NO_NUL)
-    """Who decided; defaults to the token's name."""
+    """Not settable: decisions are recorded under the token's name. Sending it is refused
+    (422) unless it equals that name; put anything else in ``note``."""
 
 
 class CancelRequest(BaseModel):
@@ -313,6 +329,12 @@ class RunDetailPublic(RunPublic):
     """First step record / series entry of this page."""
     steps_limit: int | None = None
     """Page size asked for; ``None`` in gate views (the whole series is included)."""
+
+    @model_validator(mode="after")
+    def _mask_provenance(self) -> RunDetailPublic:
+        if isinstance(self.provenance.get("env"), dict):
+            self.provenance = {**self.provenance, "env": mask_env(self.provenance["env"])}
+        return self
 
 
 class GateViewPublic(BaseModel):

@@ -11,10 +11,12 @@ __all__ = ["add_decision", "current_decision", "decision_history"]
 
 
 def add_decision(
-    *, session: Session, gate_id: int, decided_by: str, decision: str, reason: str
+    *, session: Session, gate_id: int, decided_by: str, decision: str, reason: str,
+    note: str = "", token_id: int | None = None,
 ) -> Decision:
     """Append a decision row (never updates or deletes)."""
-    row = Decision(gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason)
+    row = Decision(gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason,
+                   note=note, token_id=token_id)
     session.add(row)
     session.flush()
     return row

@@ -12,18 +12,19 @@ from orchestrator.domain.errors import NotFound
 __all__ = ["active_tokens_named", "add_token", "find_active_token", "list_tokens", "revoke_tokens"]
 
 
-def add_token(*, session: Session, name: str, token_sha256: str) -> ApiToken:
+def add_token(*, session: Session, name: str, token_sha256: str, scopes: list[str]) -> ApiToken:
     """Insert a token row.
 
     Args:
         session: Open session.
         name: Human name of the token (who or what uses it).
         token_sha256: Hex SHA-256 of the secret.
+        scopes: What the token may do.
 
     Returns:
         The flushed :class:`ApiToken`.
     """
-    row = ApiToken(name=name, token_sha256=token_sha256)
+    row = ApiToken(name=name, token_sha256=token_sha256, scopes=list(scopes))
     session.add(row)
     session.flush()
     return row

@@ -9,7 +9,13 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from orchestrator.db.models import RepoEvent, SchedulerLease, WebhookAttempt, WebhookDelivery
+from orchestrator.db.models import (
+    RepoEvent,
+    SchedulerLease,
+    TrackedRepository,
+    WebhookAttempt,
+    WebhookDelivery,
+)
 
 __all__ = [
     "add_attempt",
@@ -17,6 +23,7 @@ __all__ = [
     "deliveries_of_repo",
     "due_deliveries",
     "release_lease",
+    "secret_of_delivery",
     "try_acquire_lease",
 ]
 
@@ -36,6 +43,15 @@ def due_deliveries(*, session: Session, now: dt.datetime, limit: int = 50) -> li
                                       WebhookDelivery.next_attempt_at <= now)
         .order_by(WebhookDelivery.id).limit(limit)
     ))
+
+
+def secret_of_delivery(*, session: Session, delivery: WebhookDelivery) -> str | None:
+    """The webhook signing secret of the repository whose event a delivery carries."""
+    return session.scalar(
+        select(TrackedRepository.webhook_secret)
+        .join(RepoEvent, RepoEvent.repository_id == TrackedRepository.id)
+        .where(RepoEvent.id == delivery.event_id)
+    )
 
 
 def add_attempt(*, session: Session, delivery: WebhookDelivery, status_code: int | None,

@@ -16,6 +16,7 @@ from orchestrator.domain.gate_spec import GateOptions, TopologySpec
 from orchestrator.domain.lifecycle import transition
 from orchestrator.executors import BaseGateExecutor, GatePlan
 from orchestrator.executors.plan import GatePaths
+from orchestrator.executors.runenv import RunEnvPolicy
 from orchestrator.usecases.judge import control_history_pairs
 from orchestrator.verdict import verdict_kind
 
@@ -24,8 +25,15 @@ __all__ = ["build_plan", "claim_gate", "dispatch_gate"]
 logger = logging.getLogger(__name__)
 
 
-def build_plan(gate: Gate, data_dir: Path) -> GatePlan:
-    """Turn a stored gate into the driver's plan (pure apart from reading the row)."""
+def build_plan(gate: Gate, data_dir: Path, run_env: RunEnvPolicy | None = None) -> GatePlan:
+    """Turn a stored gate into the driver's plan (pure apart from reading the row).
+
+    Args:
+        gate: The stored gate.
+        data_dir: Service data directory.
+        run_env: What the runs' environment is built from (default: the built-in
+            allow-list and secret patterns).
+    """
     topo = TopologySpec.model_validate(gate.topology_request)
     options = GateOptions.model_validate(gate.options or {})
     return GatePlan(
@@ -48,6 +56,7 @@ def build_plan(gate: Gate, data_dir: Path) -> GatePlan:
         kind=verdict_kind(gate.kind),
         control_history=[list(p) for p in gate.control_history or []],
         max_log_bytes=options.max_log_bytes,
+        run_env=(run_env or RunEnvPolicy.from_plan(None)).to_plan(),
         warmup_mode=options.warmup_mode,
         max_warmup_steps=options.max_warmup_steps,
         measured_seconds=options.measured_seconds,
@@ -81,7 +90,8 @@ def claim_gate(*, session: Session, gate_id: int, one_local_at_a_time: bool = Tr
 
 
 def dispatch_gate(*, session: Session, gate_id: int,
-                  executors: Callable[[str], BaseGateExecutor], data_dir: Path) -> Gate:
+                  executors: Callable[[str], BaseGateExecutor], data_dir: Path,
+                  run_env: RunEnvPolicy | None = None) -> Gate:
     """Submit a gate claimed by :func:`claim_gate`: take its control history, write its
     plan, submit ONE job, persist the job reference (the caller commits right after).
 
@@ -93,6 +103,7 @@ def dispatch_gate(*, session: Session, gate_id: int,
         gate_id: A gate this process claimed.
         executors: Returns the executor of a kind (``local``, ``slurm``, ``debug``).
         data_dir: Service data directory.
+        run_env: What the runs' environment is built from (``security`` settings).
     """
     gate = store.gates.get_gate(session=session, gate_id=gate_id)
     executor = executors(gate.executor)
@@ -103,7 +114,7 @@ def dispatch_gate(*, session: Session, gate_id: int,
         return gate
     if gate.control_history is None:
         gate.control_history = control_history_pairs(session=session, gate=gate)
-    plan = build_plan(gate, data_dir)
+    plan = build_plan(gate, data_dir, run_env)
     plan.save()
     if executor.kind == "slurm":
         ref = executor.submit(plan, gate.topology_request)  # type: ignore[call-arg]

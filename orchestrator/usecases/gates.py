@@ -19,9 +19,11 @@ from orchestrator.domain.gate_spec import GateCreate, parse_pattern
 from orchestrator.domain.lifecycle import TERMINAL_GATE_STATUSES, transition
 from orchestrator.schemas import GatePublic
 from orchestrator.schemas.gates import GateProgressPublic, RunProgressPublic
+from orchestrator.usecases.gate_files import FilePolicy, check_gate_files, check_secret_refs
 from orchestrator.vcs.sources import SourceError, project_source_state, resolve_ref
 
 __all__ = [
+    "FilePolicy",
     "cancel_gate",
     "gate_overhead",
     "get_gate",
@@ -120,6 +122,8 @@ def submit_gate(
     idempotency_key: str | None = None,
     parent_gate_id: int | None = None,
     repository_id: int | None = None,
+    files: FilePolicy | None = None,
+    secret_refs: list[str] | None = None,
 ) -> tuple[GatePublic, bool]:
     """Validate a gate request and store it as ``queued`` with one pending run per role.
 
@@ -130,18 +134,25 @@ def submit_gate(
         idempotency_key: A repeat with the same key returns the first gate.
         parent_gate_id: Bisection parent.
         repository_id: Tracked repository of a re-gate.
+        files: Which recipe/criteria files may be named (default: any, the embedded
+            CLI's own rights; the server passes :meth:`FilePolicy.restricted_to`).
+        secret_refs: Server variables ``secret://NAME`` may name (default: any).
 
     Returns:
         ``(gate, created)``; ``created`` is False for an idempotent repeat.
 
     Raises:
-        ValidationFailed: A recipe override or a source ref is invalid (field named).
+        ValidationFailed: A recipe override, a source ref, a path field or a secret
+            reference is invalid (field named).
     """
     request_sha256 = hashlib.sha256(gate_in.model_dump_json().encode()).hexdigest()
     if idempotency_key:
         existing = store.gates.get_gate_by_idempotency_key(session=session, key=idempotency_key)
         if existing is not None:
             return _idempotent_repeat(existing, request_sha256, idempotency_key), False
+    gate_in = check_gate_files(gate_in, files or FilePolicy.unrestricted())
+    check_secret_refs({"control.env": gate_in.control.env, "candidate.env": gate_in.candidate.env},
+                      secret_refs)
     for side in ("control", "candidate"):
         for item in getattr(gate_in, side).recipe_overrides:
             if item.startswith("measure.") and item.split("=", 1)[0] not in _SIDE_MEASURE_KEYS:
@@ -257,9 +268,20 @@ def cancel_gate(*, session: Session, gate_id: int, reason: str = "cancelled by u
 
 
 def record_decision(
-    *, session: Session, gate_id: int, decided_by: str, decision: str, reason: str
+    *, session: Session, gate_id: int, decided_by: str, decision: str, reason: str,
+    note: str = "", token_id: int | None = None,
 ):
     """Append a human decision to a gate (append-only; the newest supersedes).
+
+    Args:
+        session: Open session (the caller commits).
+        gate_id: The gate.
+        decided_by: The identity recording it: the API token's name or the embedded
+            CLI's OS user, never a name the client chose.
+        decision: One of :data:`DECISIONS`.
+        reason: Why; required when it differs from the timing verdict.
+        note: Free text the client added.
+        token_id: The API token used (``None`` for the embedded CLI).
 
     Raises:
         NotFound: No gate has that id.
@@ -280,7 +302,8 @@ def record_decision(
         raise ValidationFailed("decision", f"gate {gate_id} {gate.status} without a measurement: "
                                            "only 'reject' or 'rerun' can be recorded")
     return store.decisions.add_decision(
-        session=session, gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason
+        session=session, gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason,
+        note=note, token_id=token_id,
     )
 
 

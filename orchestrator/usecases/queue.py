@@ -41,20 +41,26 @@ class GateJob:
     job_folder: str | None
 
 
-def queued_gate_ids(*, session: Session, gate_ids: list[int] | None = None) -> list[int]:
-    """Ids of queued gates, oldest first (only those in ``gate_ids`` when given)."""
+def queued_gate_ids(*, session: Session, gate_ids: list[int] | None = None,
+                    kinds: tuple[str, ...] | None = None) -> list[int]:
+    """Ids of queued gates, oldest first (only those in ``gate_ids`` when given, only of
+    the executors ``kinds`` when given)."""
     return [g.id for g in store.gates.gates_with_status(session=session, statuses=("queued",),
-                                                        gate_ids=gate_ids)]
+                                                        gate_ids=gate_ids)
+            if kinds is None or g.executor in kinds]
 
 
 def _jobs(gates) -> list[GateJob]:
     return [GateJob(g.id, g.executor, g.job_ref, g.job_folder) for g in gates]
 
 
-def gates_in_flight(*, session: Session, gate_ids: list[int] | None = None) -> list[GateJob]:
-    """Submitted and running gates with their jobs, oldest first."""
-    return _jobs(store.gates.gates_with_status(session=session, statuses=("submitted", "running"),
-                                               gate_ids=gate_ids))
+def gates_in_flight(*, session: Session, gate_ids: list[int] | None = None,
+                    kinds: tuple[str, ...] | None = None) -> list[GateJob]:
+    """Submitted and running gates with their jobs, oldest first (only of the executors
+    ``kinds`` when given)."""
+    return [j for j in _jobs(store.gates.gates_with_status(
+        session=session, statuses=("submitted", "running"), gate_ids=gate_ids))
+            if kinds is None or j.executor in kinds]
 
 
 def cancelled_gates_with_jobs(*, session: Session) -> list[GateJob]:

@@ -19,6 +19,7 @@ WRITE_ROUTES = {
     ("PATCH", "/repos/{repo_id}"): {"enabled": False},
     ("DELETE", "/repos/{repo_id}"): None,
     ("POST", "/repos/{repo_id}/check"): None,
+    ("POST", "/repos/{repo_id}/webhook-secret"): None,
 }
 READ_ROUTES = {
     ("GET", "/gates"),

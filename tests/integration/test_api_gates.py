@@ -151,10 +151,16 @@ def test_decisions_are_append_only_history(client, auth, seeded):
     first = client.post(url, json={"decision": "reject", "reason": "+3 GiB memory"}, headers=auth)
     assert first.status_code == 201, first.text
     assert first.json()["decided_by"] == "tester"
-    second = client.post(
+    # The client cannot choose the name a decision is recorded under; it may add a note.
+    impostor = client.post(
         url, json={"decision": "accept", "reason": "memory fixed", "decided_by": "alice"}, headers=auth
     )
+    assert impostor.status_code == 422 and impostor.json()["detail"][0]["loc"] == ["body", "decided_by"]
+    second = client.post(
+        url, json={"decision": "accept", "reason": "memory fixed", "note": "for alice"}, headers=auth
+    )
     assert second.status_code == 201
+    assert second.json()["decided_by"] == "tester" and second.json()["note"] == "for alice"
     view = client.get(f"/gates/{gid}").json()
     assert [d["decision"] for d in view["decisions"]] == ["reject", "accept"]
     assert view["summary"]["decision"] == "accept" and view["summary"]["decision_recorded"]

@@ -29,9 +29,12 @@ def _body(repo, **extra):
 
 def test_repos_crud_check_and_pages(client, auth, tmp_path):
     repo, shas = make_harness_repo(tmp_path, [50.0])
-    created = client.post("/repos", json=_body(repo, notify=["http://127.0.0.1:9/hook"]), headers=auth)
+    # A public address (an IP literal: no DNS here); private ones are refused (test_security).
+    created = client.post("/repos", json=_body(repo, notify=["http://93.184.216.34:9/hook"]), headers=auth)
     assert created.status_code == 201, created.text
     repo_id = created.json()["id"]
+    assert created.json()["webhook_secret"].startswith("whsec_")
+    assert "webhook_secret" not in client.get(f"/repos/{repo_id}").json()["repo"]
     assert created.json()["last_measured_sha"] is None and created.json()["executor"] == "local"
     assert client.post("/repos", json=_body(repo), headers=auth).status_code == 409
     missing = client.post("/repos", json=_body(repo, branch="nope"), headers=auth)

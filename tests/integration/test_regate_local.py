@@ -35,6 +35,7 @@ def ledger(tmp_path):
         data_dir=tmp_path / "data", gates={"enabled": False},
         nightly={"interval_seconds": 1.0, "loop_seconds": 0.3, "lease_seconds": 5.0,
                  "webhook_backoff_seconds": 0.2, "webhook_timeout_seconds": 5.0},
+        security={"webhook_allow_private": True},  # the receiver listens on 127.0.0.1
     )
     upgrade(settings.database_url)
     engine = build_engine(settings.database_url)

@@ -43,6 +43,7 @@ def test_regate_regression_and_bisection_through_slurm(tmp_path):
         data_dir=tmp_path / "data", gates={"enabled": False},
         executor={"slurm_partition": "debug"},
         nightly={"interval_seconds": 1.0, "loop_seconds": 0.5, "lease_seconds": 5.0},
+        security={"webhook_allow_private": True},  # the receiver listens on 127.0.0.1
     )
     upgrade(settings.database_url)
     engine = build_engine(settings.database_url)

@@ -1,4 +1,9 @@
-"""FastAPI dependencies: settings, a database session per request, token checks."""
+"""FastAPI dependencies: settings, a database session per request, token and scope checks.
+
+A write route declares the scope it needs (``SubmitTokenDep``, ``DecideTokenDep``,
+``AdminTokenDep``): no, unknown or revoked token -> 401; a valid token without the scope
+-> 403 naming the scope (docs/security.md).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ from sqlalchemy.orm import Session
 
 from orchestrator.schemas.views import TokenPublic
 from orchestrator.settings import Settings
-from orchestrator.usecases.tokens import verify_token
+from orchestrator.usecases.tokens import token_allows, verify_token
 
-__all__ = ["ReadAccessDep", "SessionDep", "SettingsDep", "WriteTokenDep"]
+__all__ = ["AdminTokenDep", "DecideTokenDep", "ReadAccessDep", "SessionDep", "SettingsDep",
+           "SubmitTokenDep"]
 
 _bearer = HTTPBearer(auto_error=False, description="API token from `axbgate token create`.")
 
@@ -41,7 +47,7 @@ def _unauthorized(message: str) -> HTTPException:
     return HTTPException(status_code=401, detail=message, headers={"WWW-Authenticate": "Bearer"})
 
 
-def require_write_token(
+def require_token(
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> TokenPublic:
@@ -70,8 +76,31 @@ def require_read_access(
     """
     if settings.auth.read_open:
         return None
-    return require_write_token(session, credentials)
+    return require_token(session, credentials)
 
 
-WriteTokenDep = Annotated[TokenPublic, Depends(require_write_token)]
+def require_scope(scope: str):
+    """A dependency returning the caller's token when it holds ``scope``.
+
+    Raises (from the dependency):
+        HTTPException: 401 without a valid token, 403 when the token lacks ``scope``.
+    """
+
+    def _check(token: Annotated[TokenPublic, Depends(require_token)]) -> TokenPublic:
+        if not token_allows(token, scope):
+            raise HTTPException(
+                status_code=403,
+                detail=f"token {token.name!r} lacks the {scope!r} scope (it has: "
+                       f"{', '.join(token.scopes) or 'none'}); create one with "
+                       f"`axbgate token create NAME --scope {scope}`",
+            )
+        return token
+
+    _check.__name__ = f"require_{scope}_scope"
+    return _check
+
+
+SubmitTokenDep = Annotated[TokenPublic, Depends(require_scope("submit"))]
+DecideTokenDep = Annotated[TokenPublic, Depends(require_scope("decide"))]
+AdminTokenDep = Annotated[TokenPublic, Depends(require_scope("admin"))]
 ReadAccessDep = Annotated[TokenPublic | None, Depends(require_read_access)]

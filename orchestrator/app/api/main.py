@@ -46,8 +46,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         :func:`orchestrator.runtime.build_services` (stopped in reverse order).
     """
     from orchestrator.app.web import mount_web
+    from orchestrator.domain.secrets import configure_masking
 
     settings = settings or get_settings()
+    configure_masking(settings.security.secret_patterns)
     engine = get_engine(settings.database_url, settings.database.echo)
 
     @contextlib.asynccontextmanager
@@ -79,7 +81,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=(
             "A/X/B performance gates for GPU training on Slurm. Reads are open unless "
             "`AXBGATE_AUTH__READ_OPEN=false`; writes need `Authorization: Bearer <token>` "
-            "(`axbgate token create NAME`). Errors are JSON: "
+            "with the route's scope: `submit` (gates, cancel, import, check), `decide` "
+            "(decisions), `admin` (tracked repositories) (`axbgate token create NAME "
+            "--scope submit`); 401 without a valid token, 403 without the scope. Secret-looking "
+            "env values are masked in every answer (docs/security.md). Errors are JSON: "
             '`{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`.'
         ),
         lifespan=lifespan,

@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.domain.errors import ValidationFailed
 
-__all__ = ["ensure_storable"]
+__all__ = ["ensure_server_executor", "ensure_storable"]
 
 
 def ensure_storable(value: Any, path: str = "") -> None:
@@ -37,3 +37,26 @@ def ensure_storable(value: Any, path: str = "") -> None:
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             ensure_storable(item, f"{path}.{i}" if path else str(i))
+
+
+def ensure_server_executor(requested: str | None, default: str, field: str) -> None:
+    """Refuse the ``debug`` executor in requests to the server.
+
+    ``debug`` runs the gate's driver inside the process that dispatches it, which only
+    the embedded CLI can do; the server never claims such gates.
+
+    Args:
+        requested: The executor the request names (``None``: the server's default).
+        default: The server's default executor (``executor.kind``).
+        field: Request field for the error (e.g. ``"executor"``).
+
+    Raises:
+        ValidationFailed: The effective executor is ``debug``.
+    """
+    if (requested or default) != "debug":
+        return
+    if requested == "debug":
+        raise ValidationFailed(field, "the debug executor runs a gate inside the submitting "
+                                      "process and is for the embedded CLI only; use local or slurm")
+    raise ValidationFailed(field, "this server's default executor is debug "
+                                  "(AXBGATE_EXECUTOR__KIND), which it cannot run; name local or slurm")

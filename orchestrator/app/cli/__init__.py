@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -43,8 +44,82 @@ for _group in (verdict, logs, admin, gate, ledger, repos):
     _group.register(app)
 
 
+def _crash_file(exc: BaseException) -> Path | None:
+    """Write the traceback of an unexpected error under ``<data_dir>/logs`` (or the
+    temporary directory when the data directory is unusable); return its path."""
+    import datetime as dt
+    import os
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = f"cli-error-{stamp}-{os.getpid()}.log"
+    folders = []
+    try:
+        from orchestrator.settings import get_settings
+
+        folders.append(get_settings().data_dir / "logs")
+    except Exception:  # noqa: BLE001, S110 - invalid settings: use the temporary directory
+        pass
+    folders.append(Path(tempfile.gettempdir()) / "axbgate-logs")
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            return path
+        except OSError:
+            continue
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """A one-line description of an unexpected error (secrets in URLs masked)."""
+    from orchestrator.domain.secrets import mask_url, strip_control
+
+    orig = getattr(exc, "orig", None)
+    detail = str(orig if orig is not None else exc).strip().splitlines()
+    first = detail[0] if detail else ""
+    words = [mask_url(w) if "://" in w else w for w in first.split(" ")]
+    return strip_control(f"{type(exc).__name__}: {' '.join(words)}" if first else type(exc).__name__)
+
+
+def _database_hint(exc: BaseException) -> str:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if not isinstance(exc, SQLAlchemyError):
+        return ""
+    try:
+        from orchestrator.domain.secrets import mask_url
+        from orchestrator.settings import get_settings
+
+        url = mask_url(get_settings().database_url)
+    except Exception:  # noqa: BLE001 - invalid settings say so themselves
+        url = "the configured database"
+    return f" (database {url}: is it running and reachable? check AXBGATE_DATABASE__URL)"
+
+
+def _click_exceptions() -> tuple[type[BaseException], ...]:
+    """ClickException classes of the click that typer uses (vendored in typer >= 0.16)."""
+    found: list[type[BaseException]] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(__import__(module, fromlist=["ClickException"]).ClickException)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point.
+    """Console-script entry point: one clear line for every failure.
+
+    Usage errors exit 2 with click's message; domain and input errors exit 2 through
+    :func:`~orchestrator.app.cli.common.fail`; Ctrl-C exits 130; any other error prints
+    ``axbgate: error: <type>: <message>`` and the file holding the full traceback, and
+    exits 1.
 
     Returns:
         The process exit status.
@@ -55,20 +130,22 @@ def main(argv: list[str] | None = None) -> int:
         return rv if isinstance(rv, int) else 0
     except typer.Exit as exc:
         return exc.exit_code
-    except SystemExit as exc:  # click's own usage errors
-        return int(exc.code or 0)
-    except Exception as exc:  # click usage errors raised in non-standalone mode
-        try:  # recent typer vendors click as typer._click
-            from typer._click import exceptions as click_exceptions
-        except ImportError:
-            from click import exceptions as click_exceptions
-
-        if isinstance(exc, click_exceptions.ClickException):
+    except typer.Abort:
+        typer.echo("axbgate: aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        typer.echo("axbgate: interrupted", err=True)
+        return 130
+    except SystemExit as exc:  # click's own usage errors, uvicorn's exits
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:  # noqa: BLE001 - the one place every failure becomes a line
+        if isinstance(exc, _click_exceptions()):
             exc.show()
-            return exc.exit_code
-        if isinstance(exc, click_exceptions.Abort):
-            return 130
-        raise
+            return getattr(exc, "exit_code", 2)
+        path = _crash_file(exc)
+        where = f"; full traceback in {path}" if path else ""
+        typer.echo(f"axbgate: error: {_one_line(exc)}{_database_hint(exc)}{where}", err=True)
+        return 1
 
 
 if __name__ == "__main__":

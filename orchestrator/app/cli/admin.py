@@ -7,12 +7,13 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.app.cli.common import echo_json, embedded, settings
+from orchestrator.app.cli.common import clean, echo_json, embedded, open_engine, settings
 
 __all__ = ["register"]
 
 db_app = typer.Typer(help="Ledger database schema (Alembic migrations).", no_args_is_help=True)
-token_app = typer.Typer(help="API write tokens (stored as SHA-256).", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens with scopes (stored as SHA-256; docs/security.md).",
+                        no_args_is_help=True)
 
 
 def health_cmd(ctx: typer.Context) -> None:
@@ -66,24 +67,46 @@ def serve(
     from orchestrator.app.api import create_app
 
     current = settings()
+    open_engine()  # the database answers and its schema is current, or one clear line
     typer.echo(f"axbgate serving http://{host}:{port}/ledger (API docs at /docs)", err=True)
     uvicorn.run(create_app(current), host=host, port=port, log_level="info")
 
 
 @token_app.command("create")
 def token_create(
-    name: Annotated[str, typer.Argument(help="Who or what uses the token, e.g. 'ci'.")],
+    name: Annotated[str, typer.Argument(help="Who or what uses the token, e.g. 'ci'; decisions "
+                                             "recorded with it carry this name.")],
+    scope: Annotated[list[str] | None, typer.Option(
+        "--scope", help="read, submit, decide or admin (repeat; default: read, submit, decide).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Create a write token and print its secret once (only its SHA-256 is stored)."""
-    from orchestrator.usecases.tokens import create_token
+    """Create an API token and print its secret once (only its SHA-256 is stored)."""
+    from orchestrator.usecases.tokens import DEFAULT_SCOPES, create_token
 
-    token, secret = embedded(lambda s: create_token(session=s, name=name))
+    scopes = tuple(scope) if scope else DEFAULT_SCOPES
+    token, secret = embedded(lambda s: create_token(session=s, name=name, scopes=scopes))
     if as_json:
         echo_json({**token.model_dump(mode="json"), "token": secret})
         return
-    typer.echo(f"token {token.id} ({token.name}); shown once, store it now:")
+    typer.echo(clean(f"token {token.id} ({token.name}, scopes {', '.join(token.scopes)}); "
+                     "shown once, store it now:"))
     typer.echo(secret)
+
+
+@token_app.command("list")
+def token_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List tokens (id, name, scopes, created, revoked); never a secret."""
+    from orchestrator.usecases.tokens import list_tokens
+
+    rows = embedded(lambda s: list_tokens(session=s))
+    if as_json:
+        echo_json([r.model_dump(mode="json") for r in rows])
+        return
+    for r in rows:
+        state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
+        typer.echo(clean(f"{r.id}\t{r.name}\t{','.join(r.scopes)}\t{r.created_at:%Y-%m-%d %H:%M}\t{state}"))
 
 
 @token_app.command("revoke")
@@ -99,7 +122,7 @@ def token_revoke(
         echo_json([r.model_dump(mode="json") for r in rows])
         return
     for r in rows:
-        typer.echo(f"revoked token {r.id} ({r.name})")
+        typer.echo(clean(f"revoked token {r.id} ({r.name})"))
 
 
 def register(app: typer.Typer) -> None:

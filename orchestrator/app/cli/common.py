@@ -17,6 +17,7 @@ import typer
 from pydantic import ValidationError
 
 __all__ = [
+    "clean",
     "echo_json",
     "embedded",
     "fail",
@@ -26,14 +27,30 @@ __all__ = [
     "pairs",
     "print_verdict",
     "remote_call",
+    "rich_text",
     "seconds",
     "settings",
 ]
 
 
+def clean(text: Any) -> str:
+    """``text`` without terminal control characters (ANSI escapes, C0 except tab and
+    newline, C1): every user-supplied string printed on a terminal goes through this."""
+    from orchestrator.domain.secrets import strip_control
+
+    return strip_control(text)
+
+
+def rich_text(text: Any) -> str:
+    """``text`` cleaned of control characters and with Rich markup escaped (table cells)."""
+    from rich.markup import escape
+
+    return escape(clean(text))
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``axbgate: error: MESSAGE`` on stderr and exit with ``code``."""
-    typer.echo(f"axbgate: error: {message}", err=True)
+    typer.echo(f"axbgate: error: {clean(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -74,10 +91,13 @@ def pairs(option: str, items: list[str]) -> dict[str, str]:
 
 def settings():
     """The process settings; invalid ``AXBGATE_*`` values exit 2 naming the variable."""
+    from orchestrator.domain.secrets import configure_masking
     from orchestrator.settings import get_settings
 
     try:
-        return get_settings()
+        current = get_settings()
+        configure_masking(current.security.secret_patterns)
+        return current
     except ValidationError as exc:
         errors = "; ".join(
             f"AXBGATE_{'__'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
@@ -100,7 +120,9 @@ def open_engine():
         fail(str(exc))
     except SQLAlchemyError as exc:
         first = str(exc.orig if getattr(exc, "orig", None) else exc).splitlines()[0]
-        fail(f"cannot open the ledger database {current.database_url}: {first} "
+        from orchestrator.domain.secrets import mask_url
+
+        fail(f"cannot open the ledger database {mask_url(current.database_url)}: {first} "
              "(check AXBGATE_DATABASE__URL, or AXBGATE_DATA_DIR for the embedded SQLite file)")
     except OSError as exc:
         fail(f"cannot create the ledger under {current.data_dir}: {exc} (set AXBGATE_DATA_DIR "
@@ -183,7 +205,7 @@ def print_verdict(out: dict[str, Any]) -> None:
                                     f"{out.get('num_history_gates', 0)} earlier gates"))
     rows.append(("timing verdict", str(out["verdict"]).upper()))
     if out.get("reason"):
-        rows.append(("reason", str(out["reason"])))
+        rows.append(("reason", rich_text(out["reason"])))
     for key, value in rows:
         table.add_row(key, value)
     Console().print(table)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from orchestrator.app.cli.common import print_verdict, settings
+from orchestrator.app.cli.common import print_verdict, rich_text, settings
 
 __all__ = ["follow_gate", "follow_gate_remote", "print_gate"]
 
@@ -115,11 +115,10 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
 
 def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    table = Table(title=f"gate {gate.id}: {gate.title or gate.run_pattern} [{gate.status}]")
+    table = Table(title=f"gate {gate.id}: {rich_text(gate.title or gate.run_pattern)} [{gate.status}]")
     for col in ("run", "role", "status", "median ms", "MFU %", "warmup+measured", "error"):
         table.add_column(col)
     for run in gate.runs:
@@ -128,10 +127,10 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
                       f"{run.mfu_pct:.2f}" if run.mfu_pct is not None else "-",
                       f"{run.num_warmup_steps}+{run.num_measured_steps}" if run.num_measured_steps
                       else str(len(run.slowest_rank_step_s)),
-                      escape((run.error or "")[:60]))
+                      rich_text((run.error or "")[:60]))
     console.print(table)
     if gate.status_reason:
-        console.print(f"reason: {escape(gate.status_reason)}")
+        console.print(f"reason: {rich_text(gate.status_reason)}")
     for run in gate.runs:
         if run.status == "failed" and ledger is not None:
             print_log_tail(console, ledger, gate.id, run)
@@ -155,22 +154,23 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
     if report.get("allocation_wall_s"):
         print_wall_time(console, report)
     if ledger:
-        console.print(f"ledger: {ledger} (gate {gate.id}); logs: {report.get('gate_dir', '')}")
+        from orchestrator.domain.secrets import mask_url
+
+        console.print(rich_text(f"ledger: {mask_url(ledger)} (gate {gate.id}); logs: "
+                                f"{report.get('gate_dir', '')}"))
 
 
 def print_log_tail(console, ledger: str, gate_id: int, run, num_lines: int = 12) -> None:
     """Show where a failed run's raw log is and its last lines."""
-    from rich.markup import escape
-
     from orchestrator.executors.plan import GatePaths
 
     path = GatePaths.of(settings().data_dir, gate_id).run_log(run.order, run.role or "X")
     if not path.exists():
         return
     lines = path.read_text(errors="replace").splitlines()[-num_lines:]
-    console.print(f"run {run.order} ({run.role}) log {path}, last {len(lines)} lines:")
+    console.print(rich_text(f"run {run.order} ({run.role}) log {path}, last {len(lines)} lines:"))
     for line in lines:
-        console.print("  " + escape(line[:200]))
+        console.print("  " + rich_text(line[:200]))
 
 
 def print_wall_time(console, report: dict[str, Any]) -> None:

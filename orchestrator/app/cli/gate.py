@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from orchestrator.app.cli.common import (
+    clean,
     echo_json,
     fail,
     format_pydantic_error,
@@ -188,7 +189,7 @@ def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
     created = remote_call("POST", "/gates", json=gate_in.model_dump(mode="json"))
     gate_id = created["id"]
     if not as_json:
-        typer.echo(f"gate {gate_id} queued on {settings().server_url}: pattern {created['run_pattern']}")
+        typer.echo(clean(f"gate {gate_id} queued on {settings().server_url}: pattern {created['run_pattern']}"))
     if no_wait:
         if as_json:
             echo_json(created)

@@ -12,7 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.app.cli.common import echo_json, embedded, fail, is_remote, remote_call
+from orchestrator.app.cli.common import (
+    clean,
+    echo_json,
+    embedded,
+    fail,
+    is_remote,
+    remote_call,
+    rich_text,
+)
 
 __all__ = ["register"]
 
@@ -55,7 +63,7 @@ def show(
     if as_json:
         echo_json(view.model_dump(mode="json"))
         return
-    typer.echo(gate_markdown(view))
+    typer.echo(clean(gate_markdown(view)))
 
 
 def ledger(
@@ -99,9 +107,9 @@ def ledger(
         table.add_column(col)
     for g in page.data:
         table.add_row(
-            str(g.id), g.title, g.kind, g.status,
+            str(g.id), rich_text(g.title), g.kind, g.status,
             f"{g.candidate.sha_short or '?'} vs {g.control.sha_short or '?'}",
-            g.topology or "-",
+            rich_text(g.topology or "-"),
             "-" if g.delta_pct is None else f"{g.delta_ms:+.3f} ms / {g.delta_pct:+.3f} %",
             "-" if g.drift_pct is None else f"{g.drift_pct:.3f} %",
             g.verdict or "-", g.decision or "-", "yes" if g.baseline_eligible else "no",
@@ -113,33 +121,34 @@ def decide(
     gate_id: Annotated[int, typer.Argument(min=1, help="Gate id.")],
     decision: Annotated[str, typer.Option(help="accept, reject, neutral or rerun.")],
     reason: Annotated[str, typer.Option(help="Why (required when it differs from the verdict).")] = "",
-    by: Annotated[str | None, typer.Option(help="Who decides (default: login name).")] = None,
+    note: Annotated[str, typer.Option(help="Free text kept with the decision (e.g. on whose "
+                                           "behalf); who decided is not chosen here.")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Record a decision for a finished gate (append-only history)."""
+    """Record a decision for a finished gate (append-only history). It is recorded under
+    the API token's name (remote mode) or this OS user (embedded mode)."""
     from orchestrator.schemas.views import DecisionPublic
     from orchestrator.usecases import gates
 
     if is_remote():
-        body = {"decision": decision, "reason": reason}
-        if by:
-            body["decided_by"] = by
+        body = {"decision": decision, "reason": reason, "note": note}
         out = DecisionPublic.model_validate(
             remote_call("POST", f"/gates/{gate_id}/decisions", json=body)
         )
     else:
-        who = by or getpass.getuser()
+        who = getpass.getuser()
         out = embedded(
             lambda s: DecisionPublic.model_validate(
                 gates.record_decision(
-                    session=s, gate_id=gate_id, decided_by=who, decision=decision, reason=reason
+                    session=s, gate_id=gate_id, decided_by=who, decision=decision, reason=reason,
+                    note=note,
                 )
             )
         )
     if as_json:
         echo_json(out.model_dump(mode="json"))
         return
-    typer.echo(f"gate {gate_id}: decision {out.decision} by {out.decided_by} recorded")
+    typer.echo(clean(f"gate {gate_id}: decision {out.decision} by {out.decided_by} recorded"))
 
 
 def report(
@@ -167,9 +176,10 @@ def report(
     if as_json:
         echo_json(data)
         return
+    text = clean(text)
     if output is not None:
         output.write_text(text)
-        typer.echo(f"wrote {output}", err=True)
+        typer.echo(clean(f"wrote {output}"), err=True)
         return
     typer.echo(text, nl=False)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.app.cli.common import echo_json, open_engine, settings
+from orchestrator.app.cli.common import clean, echo_json, open_engine, settings
 from orchestrator.domain.errors import AxbgateError
 
 __all__ = ["register"]
@@ -39,30 +39,30 @@ def import_log_cmd(
             first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:300]
             errors.append(f"{path}: not stored ({type(exc).__name__}: {first})")
     for message in errors:
-        typer.echo(f"axbgate: error: {message}", err=True)
+        typer.echo(clean(f"axbgate: error: {message}"), err=True)
     for s in summaries:  # notes and warnings go to stderr, also with --json
         for note in s.notes:
-            typer.echo(f"{s.path}: note: {note}", err=True)
+            typer.echo(clean(f"{s.path}: note: {note}"), err=True)
         if s.median_mismatch:
             series = "rank 0's own" if s.step_series == "rank0" else "slowest-rank"
-            typer.echo(
+            typer.echo(clean(
                 f"{s.path}: warning: the log's own median_step_s {s.log_median_step_s} differs from "
                 f"the median recomputed from its per-step {series} times ({s.median_step_s}); "
-                "the ledger keeps the recomputed one",
+                "the ledger keeps the recomputed one"),
                 err=True,
             )
     if as_json:
         echo_json([s.model_dump() for s in summaries])
     else:
         for s in summaries:
-            typer.echo(
+            typer.echo(clean(
                 f"{s.path}: run={s.run_id} status={s.status} median_step_s={s.median_step_s} "
                 f"warmup_steps={s.warmup_steps} measured_steps={s.measured_steps} "
                 f"log_sha256={s.log_sha256}"
                 + (" (already imported)" if s.already_imported else "")
                 + (f" error={s.error}" if s.error else "")
                 + (f" health={s.health_verdict}" if s.health_verdict else "")
-            )
+            ))
     if errors:
         raise typer.Exit(2)
 

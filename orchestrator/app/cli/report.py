@@ -138,7 +138,8 @@ def gate_markdown(view: GateViewPublic) -> str:
     decision = s.decision or "-"
     out.append(f"**Decision:** {decision}" + ("" if s.decision_recorded else " (timing verdict)"))
     for d in view.decisions:
-        out.append(f"- {d.created_at:%Y-%m-%d %H:%M} {d.decided_by}: {d.decision}. {d.reason}")
+        out.append(f"- {d.created_at:%Y-%m-%d %H:%M} {d.decided_by}: {d.decision}. {d.reason}"
+                   + (f" (note: {d.note})" if d.note else ""))
     if view.artifacts:
         # Name runs by their position in the pattern (the run table's #), not row ids.
         label = {r.id: f"{r.order} ({r.role})" for r in view.runs}

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.app.cli.common import (
+    clean,
     echo_json,
     embedded,
     fail,
@@ -21,6 +22,7 @@ from orchestrator.app.cli.common import (
     open_engine,
     pairs,
     remote_call,
+    rich_text,
     settings,
 )
 
@@ -57,7 +59,7 @@ def repo_add(
     """Track a branch: each scheduled check re-gates a new head against the measured head."""
     from pydantic import ValidationError
 
-    from orchestrator.schemas.repos import RepoCreate, RepoPublic
+    from orchestrator.schemas.repos import RepoCreate, RepoCreatedPublic
     from orchestrator.usecases import regate
 
     data: dict[str, Any] = json.loads(spec.read_text()) if spec is not None else {}
@@ -98,16 +100,21 @@ def repo_add(
     except ValidationError as exc:
         fail(format_pydantic_error(exc))
     if is_remote():
-        repo = RepoPublic.model_validate(remote_call("POST", "/repos", json=repo_in.model_dump(mode="json")))
+        repo = RepoCreatedPublic.model_validate(remote_call("POST", "/repos",
+                                                            json=repo_in.model_dump(mode="json")))
     else:
-        kind = settings().executor.kind
-        repo = embedded(lambda s: regate.add_repository(session=s, repo_in=repo_in,
-                                                         default_executor=kind))
+        current = settings()
+        repo = embedded(lambda s: regate.add_repository(
+            session=s, repo_in=repo_in, default_executor=current.executor.kind,
+            allow_private_webhooks=current.security.webhook_allow_private))
     if as_json:
         echo_json(repo.model_dump(mode="json"))
         return
-    typer.echo(f"repository {repo.id}: {repo.url} branch {repo.branch}, schedule '{repo.schedule}' UTC, "
-               f"executor {repo.executor}; the first check sets the measured head")
+    typer.echo(clean(f"repository {repo.id}: {repo.url} branch {repo.branch}, schedule "
+                     f"'{repo.schedule}' UTC, executor {repo.executor}; the first check sets the "
+                     "measured head"))
+    typer.echo("webhook signing secret (shown once; receivers verify the webhook-signature "
+               f"header with it): {repo.webhook_secret}")
 
 
 @repo_app.command("list")
@@ -129,7 +136,7 @@ def repo_list(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON
     table = Table("id", "repository", "branch", "schedule", "executor", "tolerance %", "bisect",
                   "measured head", "enabled")
     for r in repos.data:
-        table.add_row(str(r.id), r.url, r.branch, r.schedule, r.executor, f"{r.tolerance_pct:g}",
+        table.add_row(str(r.id), rich_text(r.url), rich_text(r.branch), r.schedule, r.executor, f"{r.tolerance_pct:g}",
                       "yes" if r.bisect else "no", (r.last_measured_sha or "-")[:12],
                       "yes" if r.enabled else "no")
     Console().print(table)
@@ -152,13 +159,13 @@ def repo_show(
         echo_json(view.model_dump(mode="json"))
         return
     r = view.repo
-    typer.echo(f"repository {r.id}: {r.url} branch {r.branch}; measured head {r.last_measured_sha or '-'}")
+    typer.echo(clean(f"repository {r.id}: {r.url} branch {r.branch}; measured head {r.last_measured_sha or '-'}"))
     for b in view.bisections:
-        typer.echo(f"  bisection {b.id} [{b.status}] {b.good_sha[:10]}..{b.bad_sha[:10]}: "
-                   f"first bad {b.first_bad_sha or '-'} delta {b.delta_pct} % drift {b.drift_pct} % "
-                   f"({b.num_gates} gates)")
+        typer.echo(clean(f"  bisection {b.id} [{b.status}] {b.good_sha[:10]}..{b.bad_sha[:10]}: "
+                         f"first bad {b.first_bad_sha or '-'} delta {b.delta_pct} % drift {b.drift_pct} % "
+                         f"({b.num_gates} gates)"))
     for e in view.events:
-        typer.echo(f"  {e.created_at:%Y-%m-%d %H:%M} {e.kind:<13} gate {e.gate_id or '-'} {e.message}")
+        typer.echo(clean(f"  {e.created_at:%Y-%m-%d %H:%M} {e.kind:<13} gate {e.gate_id or '-'} {e.message}"))
 
 
 @repo_app.command("remove")
@@ -171,6 +178,25 @@ def repo_remove(repo_id: Annotated[int, typer.Argument(min=1, help="Repository i
     else:
         embedded(lambda s: regate.remove_repository(session=s, repo_id=repo_id))
     typer.echo(f"repository {repo_id} removed")
+
+
+@repo_app.command("webhook-secret")
+def repo_webhook_secret(
+    repo_id: Annotated[int, typer.Argument(min=1, help="Repository id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Replace the repository's webhook signing secret and show the new one once."""
+    from orchestrator.schemas.repos import RepoCreatedPublic
+    from orchestrator.usecases import regate
+
+    if is_remote():
+        repo = RepoCreatedPublic.model_validate(remote_call("POST", f"/repos/{repo_id}/webhook-secret"))
+    else:
+        repo = embedded(lambda s: regate.rotate_webhook_secret(session=s, repo_id=repo_id))
+    if as_json:
+        echo_json(repo.model_dump(mode="json"))
+        return
+    typer.echo(f"repository {repo.id}: new webhook signing secret (shown once): {repo.webhook_secret}")
 
 
 def regate_cmd(
@@ -199,7 +225,7 @@ def regate_cmd(
         return
     for r in results:
         gate = f" gate {r.gate_id}" if r.gate_id else ""
-        typer.echo(f"repository {r.repository_id}: {r.action}{gate} {(r.head_sha or '')[:12]} {r.message}".rstrip())
+        typer.echo(clean(f"repository {r.repository_id}: {r.action}{gate} {(r.head_sha or '')[:12]} {r.message}".rstrip()))
 
 
 def _embedded_pass(repo_ids: list[int] | None, *, wait: bool, timeout_s: float):

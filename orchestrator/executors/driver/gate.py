@@ -28,21 +28,14 @@ from typing import Any
 
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
 from orchestrator.executors.driver.phases import run_phases
-from orchestrator.executors.driver.process import Cancelled, run_step
+from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
 from orchestrator.executors.driver.stream import StepStream
 from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
+from orchestrator.executors.runenv import MULTICAST_OFF
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
 
 logger = logging.getLogger(__name__)
-
-MULTICAST_OFF = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
-"""NVLink multicast off for every step unless the gate's env sets it (KINDS.md, H200)."""
-
 
 class _GateFailed(Exception):
     pass
@@ -58,9 +51,13 @@ def _substitute(arg: str, values: dict[str, str]) -> str:
 
 class _Driver:
     def __init__(self, plan: GatePlan) -> None:
+        from orchestrator.executors.runenv import RunEnvPolicy
+
         self.plan = plan
+        self.policy = RunEnvPolicy.from_plan(plan.run_env)
         self.paths: GatePaths = plan.paths
         self.paths.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.run_as_env: dict[str, str] = {}
         self.under_slurm = plan.executor == "slurm" and "SLURM_JOB_ID" in os.environ
         self.job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
         self.hostnames = self._hostnames()
@@ -107,14 +104,23 @@ class _Driver:
               deadline_s: float, on_line=None, spawn=None):
         return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
-                        cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn)
+                        cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn,
+                        run_as=self.policy.run_as_user)
 
     def _start_fork_server(self) -> None:
         """Start the trainer's fork server now, so torch is imported while health runs."""
+        from orchestrator.executors.runenv import inherited_env
+
         self.fork_server = None
         if not (self.plan.fork_server and self.plan.workload.get("recipe")) or self.under_slurm:
             return
-        env = dict(os.environ)
+        if self.policy.run_as_user:  # forked runs would keep the driver's account
+            self.status.setdefault("launch_notes", []).append(
+                f"fork server off: steps run as {self.policy.run_as_user}")
+            return
+        # The allow-listed environment only: forked runs show the server's initial one in
+        # /proc/<pid>/environ, whatever the leader sets afterwards.
+        env = inherited_env(os.environ, self.policy)
         env["PYTHONPATH"] = os.pathsep.join([self.plan.project_root, env.get("PYTHONPATH", "")]).rstrip(
             os.pathsep)
         self.fork_server = ForkServer(self.plan.python, self.paths.fork_server_socket,
@@ -149,20 +155,16 @@ class _Driver:
         return dict(pre.env)
 
     def _base_env(self, side_env: dict[str, str], source_dir: Path | None) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self._preamble())
-        env.update(MULTICAST_OFF)
-        # One compile cache per allocation, so X and B do not pay A's compile again; an
-        # operator who set a cache for the whole cluster (e.g. on a shared filesystem) keeps
-        # it (Inductor keys its entries by graph and configuration, so sharing is safe).
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.paths.compile_cache / "inductor"))
-        env.setdefault("TRITON_CACHE_DIR", str(self.paths.compile_cache / "triton"))
-        env["PYTHONUNBUFFERED"] = "1"
-        root = str(source_dir) if source_dir is not None else self.plan.project_root
-        env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        env.update(side_env)
-        env.update({k: v for k, v in MULTICAST_OFF.items() if k not in side_env})
-        return env
+        """A step's environment (:func:`~orchestrator.executors.runenv.step_env`): never
+        the whole of the allocation's environment; secret references resolved here."""
+        from orchestrator.executors.runenv import step_env
+
+        try:
+            return step_env(os.environ, self.policy, preamble=self._preamble(), side_env=side_env,
+                            compile_cache=self.paths.compile_cache, run_as_env=self.run_as_env,
+                            python_root=str(source_dir or self.plan.project_root))
+        except KeyError as exc:
+            raise _GateFailed(str(exc.args[0])) from None
 
     # ---- phases -------------------------------------------------------------------
     def _source_dirs(self) -> dict[str, Path | None]:
@@ -364,6 +366,10 @@ class _Driver:
         self._save_status()
         self._start_fork_server()
         try:
+            try:
+                self.run_as_env = prepare_run_as(self.policy.run_as_user, self.paths)
+            except (RuntimeError, KeyError, OSError) as exc:
+                raise _GateFailed(f"cannot run steps as {self.policy.run_as_user}: {exc}") from None
             sources = self._source_dirs()
             self._save_status(sources={k: str(v) if v else None for k, v in sources.items()})
             if self.plan.health.get("enabled", True):

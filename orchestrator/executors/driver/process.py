@@ -11,6 +11,7 @@ it if the driver itself is killed outright.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from typing import Any
 
 from orchestrator.domain.record_limits import MAX_RECORD_LINE_BYTES
 
-__all__ = ["Cancelled", "StepResult", "kill_group", "reap_active_step", "run_step"]
+__all__ = ["Cancelled", "StepResult", "kill_group", "prepare_run_as", "reap_active_step", "run_step"]
 
 _KILL_GRACE_S = 10.0
 _POLL_S = 0.25
@@ -62,6 +63,42 @@ def reap_active_step(pgid_file: Path) -> bool:
         killed = False
     Path(pgid_file).unlink(missing_ok=True)
     return killed
+
+
+def prepare_run_as(user: str | None, paths) -> dict[str, str]:
+    """Make a gate folder usable by the account its steps run as.
+
+    The run-time folders (runs, compile cache, a private ``HOME``) are handed to ``user``;
+    a probe step checks that ``user`` can start this interpreter and reach the gate folder.
+
+    Args:
+        user: Account name (``security.run_as_user``) or ``None`` (nothing to do).
+        paths: The gate's :class:`~orchestrator.executors.plan.GatePaths`.
+
+    Returns:
+        ``HOME``, ``USER`` and ``LOGNAME`` of the steps (empty without ``user``).
+
+    Raises:
+        RuntimeError: The driver cannot switch users (not root) or ``user`` cannot reach
+            the gate folder; the message says what to change.
+    """
+    if not user:
+        return {}
+    entry = pwd.getpwnam(user)
+    if os.geteuid() != 0:
+        raise RuntimeError(f"security.run_as_user={user} needs the server (and so the driver) "
+                           "to run as root to switch users")
+    for folder in (paths.runs_dir, paths.compile_cache, paths.run_home):
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    probe = subprocess.run(["test", "-w", str(paths.runs_dir)], user=entry.pw_uid, group=entry.pw_gid,
+                           extra_groups=[], env={"PATH": os.defpath}, capture_output=True, timeout=60,
+                           check=False)
+    if probe.returncode != 0:
+        raise RuntimeError(
+            f"security.run_as_user={user} cannot reach {paths.runs_dir}: make the data directory and "
+            "its parents traversable for that account (chmod o+x)")
+    return {"HOME": str(paths.run_home), "USER": user, "LOGNAME": user}
 
 
 class _LogPump(threading.Thread):
@@ -155,7 +192,8 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
              deadline_s: float, max_log_bytes: int, pgid_file: Path,
              cancel_reason: Callable[[], str | None],
              on_line: Callable[[bytes], None] | None = None,
-             spawn: Callable[[], Any] | None = None) -> StepResult:
+             spawn: Callable[[], Any] | None = None,
+             run_as: str | None = None) -> StepResult:
     """Run one step to its end, its deadline or a cancel.
 
     Args:
@@ -173,6 +211,8 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
             server); returns a child with ``pid`` (heading its process group),
             ``stdout`` (a binary reader), ``poll()`` and ``wait()``. ``argv`` is then only
             written to the log.
+        run_as: Account a ``Popen`` step runs as (uid, primary gid, no supplementary groups);
+            ``None`` keeps the driver's.
 
     Returns:
         The :class:`StepResult`; ``error`` names a deadline, output overflow, signal or
@@ -188,9 +228,18 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
     with open(log_path, "ab", buffering=0) as log:
         log.write(f"# axbgate step: {argv!r}\n".encode())
         if spawn is None:
-            child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+            ids = {}
+            if run_as:
+                entry = pwd.getpwnam(run_as)
+                ids = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+            try:
+                child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, **ids)
+            except OSError as exc:  # missing program, no permission (run_as_user): the step fails
+                message = f"could not start {argv[0]}" + (f" as {run_as}" if run_as else "") + f": {exc}"
+                log.write(f"# axbgate: {message}\n".encode())
+                return StepResult(None, message, time.monotonic() - start)
         else:
             child = spawn()
         pgid_file.write_text(f"{child.pid}\n")

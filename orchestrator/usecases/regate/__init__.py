@@ -33,6 +33,7 @@ from orchestrator.usecases.regate.repos import (
     get_repository_view,
     list_repositories,
     remove_repository,
+    rotate_webhook_secret,
     update_repository,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "list_repositories",
     "on_gate_finished",
     "remove_repository",
+    "rotate_webhook_secret",
     "schedule_regate",
     "update_repository",
 ]

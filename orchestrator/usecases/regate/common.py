@@ -14,6 +14,7 @@ from orchestrator.db.models import Gate, RepoEvent, TrackedRepository
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.domain.gate_spec import GateCreate
 from orchestrator.settings import Settings
+from orchestrator.usecases.gate_files import FilePolicy, check_gate_files, check_secret_refs
 from orchestrator.usecases.gates import resolve_recipe
 from orchestrator.usecases.notify import enqueue_notifications
 from orchestrator.vcs.history import GitError, branch_head
@@ -65,11 +66,31 @@ def branch_head_or_422(url: str, branch: str) -> str:
         raise ValidationFailed("url" if "branch" not in str(exc) else "branch", str(exc)) from None
 
 
-def validate_request(repo: TrackedRepository, sha: str) -> None:
+def validate_request(repo: TrackedRepository, sha: str, files: FilePolicy | None = None,
+                     secret_refs: list[str] | None = None) -> None:
+    """Check that the repository's re-gates validate; with a restricted ``files`` policy,
+    accepted recipe/criteria files are rewritten on ``repo`` to absolute paths.
+
+    Raises:
+        ValidationFailed: The re-gate request, a path field or a secret reference is invalid.
+    """
     try:
         gate_in = build_gate_request(repo, sha, sha, kind="regate", title="validation")
     except ValueError as exc:
         raise ValidationFailed("options", str(exc)) from None
+    if files is not None and files.restricted:
+        try:
+            checked = check_gate_files(gate_in, files)
+        except ValidationFailed as exc:
+            field = "workload.recipe" if exc.field == "workload.recipe" else "options.health.criteria"
+            raise ValidationFailed(field, exc.message) from None
+        if checked.workload.recipe is not None:
+            repo.workload = {**(repo.workload or {}), "recipe": checked.workload.recipe}
+        if checked.health.criteria is not None:
+            opts = dict(repo.options or {})
+            opts["health"] = {**(opts.get("health") or {}), "criteria": checked.health.criteria}
+            repo.options = opts
+    check_secret_refs({"options.env": gate_in.control.env}, secret_refs)
     resolve_recipe(gate_in, "control")
 
 

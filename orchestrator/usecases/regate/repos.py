@@ -14,6 +14,7 @@ from orchestrator.domain.errors import ValidationFailed
 from orchestrator.schemas.repos import (
     BisectionPublic,
     RepoCreate,
+    RepoCreatedPublic,
     RepoEventPublic,
     RepoPublic,
     ReposPublic,
@@ -21,30 +22,42 @@ from orchestrator.schemas.repos import (
     RepoViewPublic,
     WebhookDeliveryPublic,
 )
+from orchestrator.usecases.gate_files import FilePolicy
+from orchestrator.usecases.notify import check_webhook_targets, new_webhook_secret
 from orchestrator.usecases.regate.common import branch_head_or_422, validate_request
 from orchestrator.vcs.history import GitError, commit_exists
 
-__all__ = ['add_repository', 'get_repository', 'get_repository_view', 'list_repositories', 'remove_repository', 'update_repository']
+__all__ = ['add_repository', 'get_repository', 'get_repository_view', 'list_repositories',
+           'remove_repository', 'rotate_webhook_secret', 'update_repository']
 
 logger = logging.getLogger(__name__)
 
 
-def add_repository(*, session: Session, repo_in: RepoCreate, default_executor: str = "local") -> RepoPublic:
+def add_repository(*, session: Session, repo_in: RepoCreate, default_executor: str = "local",
+                   files: FilePolicy | None = None, secret_refs: list[str] | None = None,
+                   allow_private_webhooks: bool = False) -> RepoCreatedPublic:
     """Track a branch: check that it exists and that its re-gate request validates.
 
     Args:
         session: Open session (the caller commits).
         repo_in: The validated request.
         default_executor: Executor when the request names none.
+        files: Which recipe/criteria files may be named (default: any).
+        secret_refs: Server variables ``secret://NAME`` may name (default: any).
+        allow_private_webhooks: Accept webhook targets on private/loopback/link-local
+            addresses (``security.webhook_allow_private``).
 
     Returns:
-        The stored repository (no measured head yet; the first check sets it).
+        The stored repository (no measured head yet; the first check sets it) with its
+        webhook signing secret, shown this once.
 
     Raises:
         ValidationFailed: The repository or branch cannot be read (``url``/``branch``),
-            or the workload's recipe does not resolve.
+            the workload's recipe does not resolve, a path field, secret reference or
+            webhook target is not allowed.
         Conflict: The (url, branch) pair is already tracked.
     """
+    check_webhook_targets(repo_in.notify, allow_private=allow_private_webhooks)
     head = branch_head_or_422(repo_in.url, repo_in.branch)
     fields: dict[str, Any] = {
         "url": repo_in.url, "branch": repo_in.branch,
@@ -54,10 +67,14 @@ def add_repository(*, session: Session, repo_in: RepoCreate, default_executor: s
         "tolerance_pct": repo_in.tolerance_pct, "notify": list(repo_in.notify), "bisect": repo_in.bisect,
         "enabled": repo_in.enabled, "options": repo_in.options.model_dump(mode="json"),
     }
-    validate_request(TrackedRepository(id=0, **fields), head)
+    probe = TrackedRepository(id=0, **fields)
+    validate_request(probe, head, files, secret_refs)
+    fields.update(workload=probe.workload, options=probe.options,
+                  webhook_secret=new_webhook_secret())
     row = store.repos.create_repo(session=session, **fields)
     logger.info("repo=%s tracking %s branch %s (head %s)", row.id, row.url, row.branch, head[:12])
-    return RepoPublic.model_validate(row)
+    return RepoCreatedPublic(**RepoPublic.model_validate(row).model_dump(),
+                             webhook_secret=row.webhook_secret)
 
 
 def list_repositories(*, session: Session) -> ReposPublic:
@@ -76,7 +93,9 @@ def get_repository(*, session: Session, repo_id: int) -> RepoPublic:
 
 
 def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
-                      mirrors_dir: Path) -> RepoPublic:
+                      mirrors_dir: Path, files: FilePolicy | None = None,
+                      secret_refs: list[str] | None = None,
+                      allow_private_webhooks: bool = False) -> RepoPublic:
     """Change a tracked repository (only the fields given).
 
     Args:
@@ -84,6 +103,9 @@ def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
         repo_id: Tracked repository.
         repo_in: The fields to change.
         mirrors_dir: Where remote repositories are mirrored (``<data_dir>/mirrors``).
+        files: Which recipe/criteria files may be named (default: any).
+        secret_refs: Server variables ``secret://NAME`` may name (default: any).
+        allow_private_webhooks: Accept webhook targets on private addresses.
 
     Raises:
         NotFound: No repository has that id.
@@ -92,6 +114,8 @@ def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
         Conflict: The new (url, branch) pair is already tracked.
     """
     repo = store.repos.get_repo(session=session, repo_id=repo_id)
+    if repo_in.notify:
+        check_webhook_targets(repo_in.notify, allow_private=allow_private_webhooks)
     fields: dict[str, Any] = {}
     for name in repo_in.model_fields_set:
         value = getattr(repo_in, name)
@@ -117,7 +141,7 @@ def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
     if fields.get("executor", "unset") is None:
         fields.pop("executor")
     store.repos.update_repo(session=session, repo=repo, **fields)
-    validate_request(repo, sha or head)
+    validate_request(repo, sha or head, files, secret_refs)
     if sha is not None:
         store.repos.add_event(session=session, repository_id=repo.id, kind="baseline",
                               candidate_sha=sha, message="measured head set by hand")
@@ -154,3 +178,19 @@ def get_repository_view(*, session: Session, repo_id: int, limit: int = 50) -> R
                     for d in store.webhooks.deliveries_of_repo(session=session, repo_id=repo_id, limit=limit)],
         gate_ids_in_flight=[g.id for g in store.repos.gates_in_flight(session=session, repo_id=repo_id)],
     )
+
+
+def rotate_webhook_secret(*, session: Session, repo_id: int) -> RepoCreatedPublic:
+    """Give a tracked repository a new webhook signing secret (the old one stops working).
+
+    Returns:
+        The repository with its new secret, shown this once.
+
+    Raises:
+        NotFound: No repository has that id.
+    """
+    repo = store.repos.get_repo(session=session, repo_id=repo_id)
+    store.repos.update_repo(session=session, repo=repo, webhook_secret=new_webhook_secret())
+    logger.info("repo=%s webhook secret rotated", repo.id)
+    return RepoCreatedPublic(**RepoPublic.model_validate(repo).model_dump(),
+                             webhook_secret=repo.webhook_secret)

@@ -49,8 +49,12 @@ def test_show_ledger_decide_report(capsys, ledger_ids, tmp_path):
     assert [g["id"] for g in page["data"]] == [ledger_ids["degraded"], ledger_ids["accept"]]
     assert main(["decide", str(ledger_ids["accept"]), "--decision", "reject"]) == 2
     dec = _json(capsys, ["decide", str(ledger_ids["accept"]), "--decision", "reject",
-                         "--reason", "+3 GiB", "--by", "alice", "--json"])
-    assert dec["decision"] == "reject" and dec["decided_by"] == "alice"
+                         "--reason", "+3 GiB", "--note", "for alice", "--json"])
+    # Embedded mode records the OS user; the client only adds a note.
+    import getpass
+
+    assert dec["decision"] == "reject" and dec["decided_by"] == getpass.getuser()
+    assert dec["note"] == "for alice" and dec["token_id"] is None
     capsys.readouterr()
     assert main(["report", "--gate", str(ledger_ids["accept"])]) == 0
     text = capsys.readouterr().out

@@ -110,7 +110,9 @@ def _delivery(engine) -> int:
 
 
 def test_webhook_retries_with_backoff_then_fails_recording_every_attempt(engine):
-    settings = Settings(nightly={"webhook_max_attempts": 3, "webhook_backoff_seconds": 10.0})
+    # hook.test does not resolve; the mock transport answers, so the address check is off.
+    settings = Settings(nightly={"webhook_max_attempts": 3, "webhook_backoff_seconds": 10.0},
+                        security={"webhook_allow_private": True})
     delivery_id = _delivery(engine)
     calls = []
 
@@ -193,3 +195,43 @@ def test_slow_drift_below_tolerance_is_flagged(engine):
     with Session(engine) as s:
         drift = drift_of_repository(session=s, repo_id=repo_id)
     assert drift.change_points == [5] and not drift.drift_flag
+
+
+@pytest.mark.parametrize("address, netloc", [("93.184.216.34", "93.184.216.34"),
+                                             ("2606:2800:220:1::1", "[2606:2800:220:1::1]")])
+def test_webhook_delivery_goes_to_the_checked_address(engine, monkeypatch, address, netloc):
+    """The POST connects to the address that passed the check (no second DNS lookup), with
+    the original Host header and TLS server name, and carries the signature headers."""
+    import socket
+
+    from standardwebhooks.webhooks import Webhook
+
+    from orchestrator.usecases.notify import new_webhook_secret
+
+    secret = new_webhook_secret()
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
+        (family, socket.SOCK_STREAM, 6, "", (address, port))])
+    with Session(engine) as s:
+        repo = TrackedRepository(url="/srv/r", branch="main", notify=["https://hooks.example.org/x"],
+                                 webhook_secret=secret)
+        s.add(repo)
+        s.flush()
+        event = RepoEvent(repository_id=repo.id, kind="regression", message="slower")
+        s.add(event)
+        s.flush()
+        webhooks.create_delivery(session=s, event_id=event.id, url="https://hooks.example.org:8443/x",
+                                 payload={"event": "regression"})
+        s.commit()
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    assert deliver_due(engine=engine, settings=Settings(), transport=httpx.MockTransport(handler)) == 1
+    [request] = seen
+    assert request.url.netloc.decode() == f"{netloc}:8443" and request.url.path == "/x"
+    assert request.headers["host"] == "hooks.example.org:8443"
+    assert request.extensions["sni_hostname"] == "hooks.example.org"
+    assert Webhook(secret).verify(request.content, dict(request.headers))["event"] == "regression"

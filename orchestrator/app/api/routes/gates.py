@@ -7,9 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Path, Query, Response, status
 from sqlalchemy.exc import PendingRollbackError
 
-from orchestrator.app.api.deps import ReadAccessDep, SessionDep, SettingsDep, WriteTokenDep
-from orchestrator.app.api.validation import ensure_storable
-from orchestrator.domain.errors import Conflict
+from orchestrator.app.api.deps import (
+    DecideTokenDep,
+    ReadAccessDep,
+    SessionDep,
+    SettingsDep,
+    SubmitTokenDep,
+)
+from orchestrator.app.api.validation import ensure_server_executor, ensure_storable
+from orchestrator.domain.errors import Conflict, ValidationFailed
 from orchestrator.domain.gate_spec import GateCreate
 from orchestrator.schemas.gates import GatePublic
 from orchestrator.schemas.views import (
@@ -39,7 +45,7 @@ def submit_gate(
     gate_in: GateCreate,
     session: SessionDep,
     settings: SettingsDep,
-    _token: WriteTokenDep,
+    _token: SubmitTokenDep,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -52,10 +58,17 @@ def submit_gate(
         ),
     ] = None,
 ) -> GatePublic:
-    """Validate a gate request and queue it (201); an idempotent repeat answers 200."""
+    """Validate a gate request and queue it (201); an idempotent repeat answers 200.
+
+    ``executor: debug`` is refused (422): it runs the gate inside the submitting process,
+    which only the embedded CLI is. Recipe and criteria files must be shipped names or
+    files under ``security.files_dir``; ``secret://NAME`` env values must name a variable
+    of ``security.secret_refs``.
+    """
     ensure_storable(gate_in.model_dump(mode="json"))
+    ensure_server_executor(gate_in.executor, settings.executor.kind, "executor")
     try:
-        gate, created = _submit(session, gate_in, settings.executor.kind, idempotency_key)
+        gate, created = _submit(session, gate_in, settings, idempotency_key)
     except (Conflict, PendingRollbackError):
         if idempotency_key is None:
             raise
@@ -63,15 +76,17 @@ def submit_gate(
         # recover the transaction (pysqlite SAVEPOINT semantics), so start over: the
         # repeat finds the committed gate by its key.
         session.rollback()
-        gate, created = _submit(session, gate_in, settings.executor.kind, idempotency_key)
+        gate, created = _submit(session, gate_in, settings, idempotency_key)
     if not created:
         response.status_code = status.HTTP_200_OK
     return gate
 
 
-def _submit(session, gate_in: GateCreate, executor: str, key: str | None) -> tuple[GatePublic, bool]:
+def _submit(session, gate_in: GateCreate, settings, key: str | None) -> tuple[GatePublic, bool]:
     gate, created = gates.submit_gate(
-        session=session, gate_in=gate_in, default_executor=executor, idempotency_key=key
+        session=session, gate_in=gate_in, default_executor=settings.executor.kind,
+        idempotency_key=key, files=gates.FilePolicy.restricted_to(settings.security.files_dir),
+        secret_refs=settings.security.secret_refs,
     )
     session.commit()
     return gate, created
@@ -96,7 +111,7 @@ def get_gate(gate_id: GateId, session: SessionDep, _read: ReadAccessDep) -> Gate
 def cancel_gate(
     gate_id: GateId,
     session: SessionDep,
-    _token: WriteTokenDep,
+    _token: SubmitTokenDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> GatePublic:
     """Cancel a queued or running gate (409 once it has finished)."""
@@ -110,16 +125,23 @@ def cancel_gate(
     "/{gate_id}/decisions", status_code=status.HTTP_201_CREATED, response_model=DecisionPublic
 )
 def record_decision(
-    gate_id: GateId, body: DecisionCreate, session: SessionDep, token: WriteTokenDep
+    gate_id: GateId, body: DecisionCreate, session: SessionDep, token: DecideTokenDep
 ) -> DecisionPublic:
     """Append a human decision (append-only history; the newest supersedes). A decision
-    that differs from the timing verdict needs a reason."""
+    that differs from the timing verdict needs a reason. It is recorded under the token's
+    name (``decided_by``) and id; ``note`` carries any other text."""
+    if body.decided_by is not None and body.decided_by != token.name:
+        raise ValidationFailed(
+            "decided_by", f"decisions are recorded under the token's name ({token.name!r}) and "
+                          "cannot name someone else; put other text in 'note'")
     row = gates.record_decision(
         session=session,
         gate_id=gate_id,
-        decided_by=body.decided_by or token.name,
+        decided_by=token.name,
         decision=body.decision,
         reason=body.reason,
+        note=body.note,
+        token_id=token.id,
     )
     out = DecisionPublic.model_validate(row)
     session.commit()

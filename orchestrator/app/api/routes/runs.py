@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, st
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
-from orchestrator.app.api.deps import ReadAccessDep, SessionDep, SettingsDep, WriteTokenDep
+from orchestrator.app.api.deps import ReadAccessDep, SessionDep, SettingsDep, SubmitTokenDep
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.schemas.imports import RunImportPublic
 from orchestrator.schemas.views import RunDetailPublic
@@ -46,7 +46,7 @@ async def import_run_log(
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
-    _token: WriteTokenDep,
+    _token: SubmitTokenDep,
     response: Response,
     filename: Annotated[
         str, Query(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._+-]+$")

@@ -6,8 +6,8 @@
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     var message = document.getElementById("decision-message");
-    var body = { decision: form.decision.value, reason: form.reason.value };
-    if (form.decided_by.value) { body.decided_by = form.decided_by.value; }
+    // Recorded under the token's name; the note is free text kept with it.
+    var body = { decision: form.decision.value, reason: form.reason.value, note: form.note.value };
     message.textContent = "saving...";
     fetch("/gates/" + form.dataset.gateId + "/decisions", {
       method: "POST",
