@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.verdict.model import ControlHistory, GateMeasurement, RunSummary
-from orchestrator.verdict.result import Verdict
 from orchestrator.verdict.registry import POLICY_NAMES, get_policy, judge, next_roles
+from orchestrator.verdict.result import Verdict
 from orchestrator.verdict.runstats import run_statistics
 
 __all__ = [

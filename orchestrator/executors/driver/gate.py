@@ -26,6 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.driver.extend import more_roles
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
@@ -337,29 +338,6 @@ class _Driver:
             raise _GateFailed(f"run {order} ({role}) failed: {error}")
         return outcome["fields"]
 
-    def _more_roles(self, runs: list[tuple[str, dict[str, Any]]], extends: int) -> list[str]:
-        """Roles to append once the planned ones ran: what the primary policy asks for
-        (sequential), or ``X B`` while inconclusive within ``max_extend`` (other policies);
-        decided with the same builder, parameters and history as the stored verdict."""
-        from orchestrator.verdict import (
-            history_from_pairs,
-            judge_policies,
-            plan_next_roles,
-            summary_from_fields,
-        )
-
-        plan = self.plan
-        summaries = [summary_from_fields(role, i, f) for i, (role, f) in enumerate(runs)]
-        history = history_from_pairs(plan.control_history)
-        if plan.policy == "sequential":
-            return list(plan_next_roles(summaries, policy=plan.policy, params=plan.policy_params,
-                                        history=history))
-        if extends >= plan.max_extend or plan.kind != "candidate":
-            return []
-        primary = judge_policies(summaries, kind=plan.kind, policy=plan.policy,
-                                 params=plan.policy_params, history=history, others=False)[0]
-        return ["X", "B"] if primary.verdict == "inconclusive" else []
-
     def run(self) -> dict[str, Any]:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2):
             signal.signal(sig, self._on_signal)
@@ -380,7 +358,7 @@ class _Driver:
                 order = len(done)
                 done.append((self.roles[order], self._run(order, self.roles[order], sources)))
                 if len(done) == len(self.roles):
-                    more = self._more_roles(done, extends)
+                    more = more_roles(self.plan, done, extends)
                     if more:
                         extends += 1
                         self.roles.extend(more)
