@@ -24,7 +24,7 @@ def test_submit_queues_gate_with_runs(client, auth):
     assert resp.status_code == 201, resp.text
     gate = resp.json()
     assert gate["status"] == "queued"
-    assert [r["role"] for r in gate["runs"]] == ["A", "X", "B"]
+    assert [r["role"] for r in gate["runs"]] == ["A", "A", "X", "B"]  # the default (sequential) policy plans a conditioning run
     assert gate["candidate_spec"]["env"] == {"NCCL_ALGO": "Tree"}
     view = client.get(f"/gates/{gate['id']}").json()
     assert view["summary"]["candidate"]["overrides"] == ["NCCL_ALGO=Tree"]
