@@ -8,10 +8,12 @@ process group, like a ``Popen(..., start_new_session=True)`` child).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -19,6 +21,8 @@ from typing import BinaryIO
 __all__ = ["ForkServer", "ForkedRun", "fork_server_usable"]
 
 _REFUSE_PREFIXES = ("PYTHON", "LD_")
+_MAX_SOCKET_PATH = 100
+"""Longest socket path used as is, bytes (sun_path holds 108 with its NUL)."""
 
 
 def fork_server_usable(side_env: dict[str, str], source_dir: Path | None) -> str | None:
@@ -75,6 +79,11 @@ class ForkServer:
     """A running ``python -m trainer.forkserver`` of this allocation."""
 
     def __init__(self, python: str, socket_path: Path, log_path: Path, env: dict[str, str]) -> None:
+        if len(str(socket_path).encode()) > _MAX_SOCKET_PATH:
+            # A UNIX socket path holds at most 107 bytes; deep gate folders get a short
+            # stand-in in the temporary directory, named after the gate folder.
+            digest = hashlib.sha256(str(socket_path).encode()).hexdigest()[:16]
+            socket_path = Path(tempfile.gettempdir()) / f"axbgate-fs-{digest}.sock"
         self.socket_path = socket_path
         socket_path.unlink(missing_ok=True)
         with open(log_path, "ab") as log:
