@@ -50,6 +50,10 @@ def _rank(args: list[str], rank: int, nproc: int) -> None:
     code = 1
     try:
         code = main(["train", *args])
+    except BaseException:  # noqa: BLE001 - e.g. process-group init: say why before exiting
+        import traceback
+
+        traceback.print_exc()
     finally:  # main() normally ends the process itself (os._exit after flushing)
         sys.stdout.flush()
         sys.stderr.flush()

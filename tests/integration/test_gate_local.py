@@ -187,7 +187,7 @@ def test_restarted_service_reattaches_and_records_once(ledger):
         assert len(list(session.scalars(select(Run).where(Run.gate_id == gate_id)))) == 3
         assert len(list(session.scalars(select(RunStep).join(Run).where(Run.gate_id == gate_id)))) == 21
         verdicts = list(session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)))
-        assert sorted(v.policy for v in verdicts) == ["drift", "ratio-ci"]
+        assert sorted(v.policy for v in verdicts) == ["drift", "ratio-ci", "sequential"]
         assert [v.policy for v in verdicts if v.is_primary] == ["drift"]
     engine2.dispose()
 
