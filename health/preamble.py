@@ -49,9 +49,10 @@ MULTICAST_SAFETY_ENV: Mapping[str, str] = {
 keeps whatever the launching environment set for them and warns when an override
 changes one."""
 
-PORT_RANGE: tuple[int, int] = (20000, 60000)
-"""MASTER_PORT range [low, high): above well-known ports, below the Linux ephemeral
-range default (32768-60999 overlaps; collisions are retried by the next run index)."""
+PORT_RANGE: tuple[int, int] = (20000, 32768)
+"""MASTER_PORT range [low, high): above well-known ports and below the Linux default
+ephemeral range (ip_local_port_range 32768-60999), so an outgoing connection of another
+process cannot already hold the derived port."""
 
 
 @dataclasses.dataclass(frozen=True)
