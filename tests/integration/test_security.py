@@ -246,7 +246,7 @@ def test_a_run_environment_holds_no_server_secret(tmp_path, monkeypatch):
     settings, gate_id, status = _run_env_gate(tmp_path / "data", monkeypatch)
     assert status == "succeeded", status
     paths = GatePaths.of(settings.data_dir, gate_id)
-    control, candidate = _reported(paths.run_log(0, "A")), _reported(paths.run_log(1, "X"))
+    control, candidate = _reported(paths.run_log(0, "A")), _reported(paths.run_log(2, "X"))  # A A X B: sequential
     print("run env keys (A):", control["ENV_KEYS"])
     print("driver env keys:", control["DRIVER_ENV_KEYS"])
     print("controller env keys:", control["CONTROLLER_ENV_KEYS"])
