@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def apply_ac(model: nn.Module, attention_backend: str = "auto") -> None:
+def apply_ac(model: nn.Module, attention_backend: str = "auto", compiled: bool = False) -> None:
     """Wrap every block in full (non-reentrant) activation checkpointing.
 
     The recompute runs during backward, outside the model forward's SDPA backend
@@ -36,6 +36,8 @@ def apply_ac(model: nn.Module, attention_backend: str = "auto") -> None:
     Args:
         model: The transformer; ``transformer_blocks`` entries are replaced.
         attention_backend: ``ModelConfig.attention_backend`` of the recipe.
+        compiled: The blocks will be compiled; Inductor accepts only dispatch modes from
+            ``context_fn``, so the backend context is left to the compiled graph then.
     """
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
@@ -44,9 +46,10 @@ def apply_ac(model: nn.Module, attention_backend: str = "auto") -> None:
     def contexts():
         return sdpa_context(attention_backend), sdpa_context(attention_backend)
 
+    extra = {} if compiled else {"context_fn": contexts}
     blocks = model.transformer_blocks
     for i, block in enumerate(list(blocks)):
-        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False, context_fn=contexts)
+        blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False, **extra)
 
 
 def apply_compile(model: nn.Module) -> None:
@@ -97,7 +100,8 @@ def apply_fsdp(model: nn.Module, cfg: ParallelConfig, mesh) -> None:
 def parallelize(model: nn.Module, cfg: ParallelConfig, mesh) -> nn.Module:
     """AC, then regional compile, then FSDP2; returns the same (now sharded) model."""
     if cfg.activation_checkpointing == "full":
-        apply_ac(model, getattr(getattr(model, "cfg", None), "attention_backend", "auto"))
+        apply_ac(model, getattr(getattr(model, "cfg", None), "attention_backend", "auto"),
+                 compiled=cfg.compile)
     if cfg.compile:
         apply_compile(model)
     apply_fsdp(model, cfg, mesh)
