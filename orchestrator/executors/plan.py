@@ -13,7 +13,6 @@ only complete lines.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import sys
@@ -21,9 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GatePaths", "GatePlan", "hash_file", "read_json", "run_file_stem", "write_json_atomic"]
+__all__ = ["GatePaths", "GatePlan", "read_json", "run_file_stem", "write_json_atomic"]
 
-_CHUNK_BYTES = 1 << 20
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -45,21 +43,6 @@ def read_json(path: Path) -> Any | None:
         return json.loads(path.read_text())
     except FileNotFoundError:
         return None
-
-
-def hash_file(path: Path) -> tuple[str, int]:
-    """Return the SHA-256 hex digest and size in bytes of a file, read in 1 MiB chunks.
-
-    Raises:
-        OSError: The file cannot be read.
-    """
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK_BYTES):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def run_file_stem(order: int, role: str) -> str:

@@ -31,7 +31,8 @@ from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usa
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
 from orchestrator.executors.driver.stream import StepStream
-from orchestrator.executors.plan import GatePaths, GatePlan, hash_file, read_json, write_json_atomic
+from orchestrator.executors.files import hash_file
+from orchestrator.executors.plan import GatePaths, GatePlan, read_json, write_json_atomic
 from orchestrator.executors.runenv import MULTICAST_OFF
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
