@@ -64,6 +64,17 @@ def _sacct_state(job_id: str) -> str:
     return out[0] if out else ""
 
 
+def _wait_sacct_state(job_id: str, wanted: str, timeout_s: float = 60.0) -> str:
+    """Poll sacct until the job reaches ``wanted`` (the batch step's epilogue and slurmdbd's
+    record can lag the gate's own end by seconds) or the deadline passes."""
+    deadline = time.monotonic() + timeout_s
+    state = _sacct_state(job_id)
+    while state != wanted and time.monotonic() < deadline:
+        time.sleep(1)
+        state = _sacct_state(job_id)
+    return state
+
+
 def test_trainer_gate_env_override_two_tasks(ledger, wall_time_report):
     """Tiny CPU recipe, 2 tasks via srun, candidate = environment override, health first."""
     engine, settings = ledger
@@ -90,7 +101,7 @@ def test_trainer_gate_env_override_two_tasks(ledger, wall_time_report):
         alloc = session.get(Allocation, gate.allocation_id)
         assert alloc.scheduler_job_id == gate.job_ref and alloc.health_verdict == "healthy"
         assert session.scalars(select(Verdict).where(Verdict.gate_id == gate_id)).first() is not None
-    assert _sacct_state(gate.job_ref) == "COMPLETED"
+    assert _wait_sacct_state(gate.job_ref, "COMPLETED") == "COMPLETED"
     with Session(engine) as session:
         report = use_cases.gate_overhead(session=session, gate_id=gate_id, data_dir=settings.data_dir)
     assert 0 < report["measured_s"] < report["runs_wall_s"] < report["allocation_wall_s"]

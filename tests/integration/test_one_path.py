@@ -73,14 +73,15 @@ def test_options_leave_policy_params_on_upgrade_and_come_back_on_downgrade(backe
     assert load(params) == _OLD_PARAMS
 
 
-def _seed_history(session: Session, num_pairs: int, command: list[str]) -> None:
-    """Earlier succeeded gates of the same control workload with tight control pairs."""
+def _seed_history(session: Session, num_pairs: int, command: list[str], control: dict) -> None:
+    """Earlier succeeded gates of the same control identity (command, control environment,
+    steps) with tight control pairs."""
     from orchestrator import store
     from orchestrator.domain.lifecycle import transition
     from orchestrator.usecases.gates import submit_gate
 
     for i in range(num_pairs):
-        gate_in = harness_gate(control_ms=100.0, candidate_ms=100.0,
+        gate_in = harness_gate(control_ms=100.0, candidate_ms=100.0, control=control,
                                workload={"command": command}, title=f"history {i}")
         gate, _ = submit_gate(session=session, gate_in=gate_in)
         row = store.gates.get_gate(session=session, gate_id=gate.id)
@@ -106,11 +107,12 @@ def test_extend_decision_and_stored_verdict_use_the_same_history():
 
     engine, settings = open_ledger()
     command = [sys.executable, str(HARNESS), "{warmup_steps}", "{measured_steps}", "{run_index}"]
+    control = {"env": {"HARNESS_STEP_MS": "100", "HARNESS_DRIFT_PCT": "0.05"}}
     with Session(engine) as session:
-        _seed_history(session, 20, command)
+        _seed_history(session, 20, command, control)
     gate_in = harness_gate(control_ms=100.0, candidate_ms=97.0, workload={"command": command},
                            policy="ratio-ci", max_extend=1,
-                           control={"env": {"HARNESS_STEP_MS": "100", "HARNESS_DRIFT_PCT": "0.05"}},
+                           control=control,
                            candidate={"env": {"HARNESS_STEP_MS": "97", "HARNESS_DRIFT_PCT": "0.05"}})
     gate_id = submit(engine, gate_in)
     dispatch_pass(engine, settings, gate_ids=[gate_id])
