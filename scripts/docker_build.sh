@@ -7,7 +7,7 @@
 #   axbgate-db:latest   docker/db/Dockerfile, BASE_IMAGE=local/debian:bookworm
 #
 # The slow layers (apt packages, Python dependencies: minutes) are the Dockerfile's `deps`
-# stage and the db image; both are saved to $AXBGATE_DOCKER_CACHE/images-<prefix hash>.tar
+# stage and the db image; both are saved to $DOCKER_UP_CACHE/images-<prefix hash>.tar
 # when they change and loaded into the next daemon as --cache-from sources, so a warm run
 # rebuilds only the sources layer. The host's local certificate authorities
 # (/usr/local/share/ca-certificates, e.g. a TLS-intercepting egress proxy) are passed as
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PREFIX=${1:?usage: docker_build.sh PREFIX}
 : "${DOCKER_HOST:?set DOCKER_HOST (scripts/docker_up.sh prints it)}"
-CACHE=${AXBGATE_DOCKER_CACHE:-/var/cache/axbgate-docker}
+CACHE=${DOCKER_UP_CACHE:-/var/cache/axbgate-docker}
 DOCKER=/usr/bin/docker
 BASE=local/debian:bookworm
 TAR=$CACHE/images-$(printf '%s' "$PREFIX" | sha256sum | cut -c1-12).tar

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docker_down.sh DIR -- stop the private Docker daemon that docker_up.sh started under DIR and
 # remove DIR: no daemon, containerd, container, network, mount or data-root is left behind.
-# Safe to run twice and on a half-started DIR. The image cache (AXBGATE_DOCKER_CACHE) stays.
+# Safe to run twice and on a half-started DIR. The image cache (DOCKER_UP_CACHE) stays.
 set -uo pipefail
 
 DIR=${1:?usage: docker_down.sh DIR}

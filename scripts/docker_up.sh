@@ -10,7 +10,7 @@
 # --bridge=none: compose's own network still works, published ports go through
 # docker-proxy). No registry is reachable on CI machines, so the Debian bookworm base image
 # (local/debian:bookworm) is made with debootstrap once, cached as a tarball under
-# $AXBGATE_DOCKER_CACHE (default /var/cache/axbgate-docker), and imported into the new
+# $DOCKER_UP_CACHE (default /var/cache/axbgate-docker), and imported into the new
 # daemon on every start. Packages (docker.io, docker-compose, debootstrap) are installed
 # with apt when missing. Facts and timings: shared/CONTAINERS.md, README "Shared deployment".
 #
@@ -19,9 +19,9 @@
 set -euo pipefail
 
 DIR=${1:?usage: docker_up.sh DIR}
-CACHE=${AXBGATE_DOCKER_CACHE:-/var/cache/axbgate-docker}
+CACHE=${DOCKER_UP_CACHE:-/var/cache/axbgate-docker}
 BASE_IMAGE=local/debian:bookworm
-MIRROR=${AXBGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+MIRROR=${DOCKER_UP_MIRROR:-http://deb.debian.org/debian}
 TIMEOUT=${DOCKER_UP_TIMEOUT:-60}
 
 log() { printf '[docker_up %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
