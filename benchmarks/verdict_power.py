@@ -50,11 +50,13 @@ from orchestrator.verdict import (
     GateMeasurement,
     RunSummary,
     get_policy,
+    initial_roles,
     judge,
     measurement_from_pattern,
     next_roles,
     run_statistics,
 )
+from orchestrator.verdict.looks import planned_roles
 
 DRIFT_LEVELS_PCT = (0.04, 0.1, 0.25, 0.5, 1.0, 1.5)
 EFFECTS_PCT = (0.0, 0.5, 1.0, 2.0)
@@ -282,6 +284,8 @@ def _seq_effects(model: str, hist_mode: str) -> tuple[float, ...]:
     """Effects (percent speedup) simulated in a cell: the 50-pair history only at 0 and 1%."""
     return (0.0, 1.0) if hist_mode == "s50" else SEQ_EFFECTS_PCT[model]
 FIXED_PATTERNS = ("AXB", "AXBXA", "AXBXAXB", "AXBXAXBXA")
+LOOP_CHECK_TRIALS = 40
+"""Trials per cell whose one-call result is compared with the driver loop's."""
 
 
 def _steps(rng: np.random.Generator, shape: tuple[int, ...], s_run: float, model: str,
@@ -343,34 +347,49 @@ def _check_run_stats(rng: np.random.Generator) -> int:
     return mismatches
 
 
-def _run_sequential(policy, med: np.ndarray, se: np.ndarray, mm: np.ndarray, factor: float,
-                    history) -> tuple[str, int]:
+def _summaries(policy, roles: tuple[str, ...], med: np.ndarray, se: np.ndarray,
+               mm: np.ndarray, factor: float) -> list[RunSummary]:
+    """RunSummary objects of the first len(roles) simulated runs (X runs x factor)."""
+    out = []
+    for i, role in enumerate(roles):
+        k = factor if role == "X" else 1.0
+        out.append(RunSummary(role=role, order=i, median_step_s=float(med[i] * k),
+                              median_se_s=float(se[i] * k), num_measured_steps=MEASURED_STEPS,
+                              multimodal=bool(mm[i])))
+    return out
+
+
+def _run_sequential_loop(policy, med: np.ndarray, se: np.ndarray, mm: np.ndarray,
+                         factor: float, history) -> tuple[str, int]:
     """One gate through the driver's loop: run the roles next_roles asks for (X runs are
     the candidate, step time x factor), call it again, until it is empty; then judge."""
-    runs: list[RunSummary] = []
-
-    def run(roles: tuple[str, ...]) -> None:
-        for role in roles:
-            i = len(runs)
-            k = factor if role == "X" else 1.0
-            runs.append(RunSummary(role=role, order=i, median_step_s=float(med[i] * k),
-                                   median_se_s=float(se[i] * k),
-                                   num_measured_steps=MEASURED_STEPS, multimodal=bool(mm[i])))
-
-    run(next_roles(None, policy))
+    roles = tuple(next_roles(None, policy))
     while True:
-        measurement = GateMeasurement(runs=tuple(runs))
+        measurement = GateMeasurement(runs=tuple(_summaries(policy, roles, med, se, mm, factor)))
         more = next_roles(measurement, policy, history=history)
         if not more:
             break
-        run(more)
-    return judge(measurement, policy, history=history).verdict, len(runs)
+        roles += tuple(more)
+    return judge(measurement, policy, history=history).verdict, len(roles)
+
+
+def _run_sequential(policy, med: np.ndarray, se: np.ndarray, mm: np.ndarray, factor: float,
+                    history) -> tuple[str, int]:
+    """The same gate judged ONCE on its whole planned pattern: the engine walks the looks
+    in order and stops at the first crossing, so the verdict and the runs used
+    (``num_runs_used``) equal the driver loop's (checked on the first trials of every cell,
+    ``_run_sequential_loop``) at one engine call instead of one per look."""
+    roles = planned_roles(initial_roles(policy), policy.max_runs)
+    measurement = GateMeasurement(runs=tuple(_summaries(policy, roles, med, se, mm, factor)))
+    verdict = judge(measurement, policy, history=history)
+    return verdict.verdict, int(verdict.to_dict()["num_runs_used"])
 
 
 def _seq_cell(args: tuple) -> dict[str, dict[str, object]]:
     s_run, model, hist_mode, effect_pct, trials, seed = args
     rng = np.random.default_rng(seed)
     variants = {"sequential": get_policy("sequential")}
+    fixed = {"drift": get_policy("drift"), "ratio-ci": get_policy("ratio-ci")}
     if model == "normal" and hist_mode in ("none", "same"):
         variants["sequential(no cond.)"] = get_policy("sequential", num_conditioning_runs=0)
     n_max = max([p.max_runs for p in variants.values()] + [len(FIXED_PATTERNS[-1])])
@@ -391,16 +410,21 @@ def _seq_cell(args: tuple) -> dict[str, dict[str, object]]:
         if hist_mode != "none":
             hist = ControlHistory(pairs=tuple(map(tuple, h_med[t].tolist())))
         for name, policy in variants.items():
-            record(name, *_run_sequential(policy, med[t], se[t], mm[t], factor, hist))
+            result = _run_sequential(policy, med[t], se[t], mm[t], factor, hist)
+            if t < LOOP_CHECK_TRIALS:
+                loop = _run_sequential_loop(policy, med[t], se[t], mm[t], factor, hist)
+                out.setdefault("_loop_check", {"verdicts": {}, "runs": []})
+                out["_loop_check"]["runs"].append(int(loop != result))  # type: ignore[union-attr]
+            record(name, *result)
         for pattern in FIXED_PATTERNS:
             is_x = np.array([r == "X" for r in pattern])
             m = np.where(is_x, med[t, : len(pattern)] * factor, med[t, : len(pattern)])
             gate = measurement_from_pattern(pattern, m.tolist())
             if hist_mode == "none":
-                record(f"drift {pattern}", judge(gate, get_policy("drift")).verdict,
+                record(f"drift {pattern}", judge(gate, fixed["drift"]).verdict,
                        len(pattern))
             if pattern in ("AXB", "AXBXAXB") and hist_mode in ("none", "same"):
-                record(f"ratio-ci {pattern}", judge(gate, get_policy("ratio-ci"),
+                record(f"ratio-ci {pattern}", judge(gate, fixed["ratio-ci"],
                                                     history=hist).verdict, len(pattern))
     return out
 
@@ -427,6 +451,8 @@ def _sequential_suite(args: argparse.Namespace) -> None:
                     jobs.append((s_run, model, hist_mode, -effect, args.trials, seed))
     with multiprocessing.Pool(args.workers) as pool:
         results = pool.map(_seq_cell, jobs, chunksize=1)
+    checks = [r.pop("_loop_check")["runs"] for r in results if "_loop_check" in r]
+    loop_checked, loop_mismatch = sum(map(len, checks)), sum(map(sum, checks))
     table = {(j[0], j[1], j[2], -j[3]): {k: _summary(v, args.trials) for k, v in r.items()}
              for j, r in zip(jobs, results)}
     sd_rng = np.random.default_rng(args.seed - 1)
@@ -453,6 +479,9 @@ def _sequential_suite(args: argparse.Namespace) -> None:
           "the gate's sigma (same), half (x0.5) or double (x2)")
     print(f"# run statistics vectorized here vs the engine's run_statistics: {mismatches} "
           "mismatches in 2000 runs")
+    print(f"# sequential gates are judged once on their whole planned pattern (the engine stops "
+          f"at the first crossing); vs the driver's next_roles loop: {loop_mismatch} mismatches "
+          f"(verdict or runs) in {loop_checked} gates ({LOOP_CHECK_TRIALS} per cell and variant)")
     print(f"# trials per cell: {args.trials}. FA/FR/neu/inc = accept/reject/neutral/"
           "inconclusive at no effect, %; pow@e = accept when the candidate is e% faster, %;")
     print("# runs = runs used per decision (conditioning run included), mean and 95th "
@@ -503,7 +532,7 @@ def _print_goals(table: dict, sigmas: tuple[float, ...], run_sd: dict, trials: i
           f"{len(bad)} of {len(zero)} cells above 1%: "
           + (", ".join(f"{k[0]:g}/{k[1]}/{k[2]} (FA {zero[k]['accept']:.2f}, FR "
                        f"{zero[k]['reject']:.2f})" for k in bad) or "none"))
-    for hist_mode in ("none", "same"):
+    for hist_mode in ("none", "same", "s50", "x0.5", "x2"):
         rows = [(s, table[(s, "normal", hist_mode, 1.0)][name]) for s in sigmas]
         print(f"# 2. power at a 1% speedup, history {hist_mode}: " + ", ".join(
             f"sigma {s:g} (run_sd {run_sd[(s, 'normal')]:.2f}) {r['accept']:.1f}% in "

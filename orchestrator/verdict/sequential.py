@@ -36,6 +36,7 @@ from orchestrator.verdict.boundaries import NO_BOUNDARY, spent_alpha, z_boundari
 from orchestrator.verdict.calibration import (
     HistorySelection,
     NoiseEstimate,
+    effective_history_dof,
     estimate_noise,
     select_history,
     sigma_floor,
@@ -102,6 +103,9 @@ def build_schedule(roles: tuple[str, ...], num_cond: int, history_dof: int,
         history_dof: Degrees of freedom of the selected history (before the check).
         policy: Budget, error and spending.
 
+    A look spends error when its own planned residual dof plus the history dof it
+    may add (``effective_history_dof``) reach ``policy.min_dof``.
+
     Returns:
         The :class:`Schedule`.
     """
@@ -110,7 +114,8 @@ def build_schedule(roles: tuple[str, ...], num_cond: int, history_dof: int,
     ends = tuple(look_ends(used))
     specs = [design(design_key(used[:e])) for e in ends]
     final_v = specs[-1].var_factor
-    eligible = [spec.dof + history_dof >= policy.min_dof for spec in specs]
+    eligible = [spec.dof + effective_history_dof(spec.dof, history_dof, policy.history_weight)
+                >= policy.min_dof for spec in specs]
     fractions = tuple(min(1.0, final_v / spec.var_factor) for spec in specs)
     spend_on = tuple(f for f, ok in zip(fractions, eligible) if ok)
     bounds = iter(z_boundaries(spend_on, policy.alpha, policy.spending_gamma)
@@ -124,7 +129,8 @@ def _look(k: int, sched: Schedule, measurement: GateMeasurement, history: Histor
     used = measurement.runs[sched.num_cond : sched.num_cond + sched.ends[k]]
     fit = fit_look(used)
     noise = estimate_noise(fit.sum_sq, fit.dof, history,
-                           sigma_floor(used, policy.min_sigma_pct), policy.history_check_alpha)
+                           sigma_floor(used, policy.min_sigma_pct), policy.history_check_alpha,
+                           policy.history_check_low_alpha, policy.history_weight)
     decides = sched.z[k] != NO_BOUNDARY
     last_z = next((z for z in reversed(sched.z) if z != NO_BOUNDARY), NO_BOUNDARY)
     z = sched.z[k] if decides else last_z
@@ -206,6 +212,11 @@ def _notes(measurement: GateMeasurement, noise: NoiseEstimate, num_cond: int) ->
                      "steps form two groups, so sigma is floored by their median errors")
     if noise.check == "dropped" and noise.check_f is None:
         notes.append("history dropped: its control medians have no spread at all")
+    elif noise.check == "dropped" and noise.check_critical is not None \
+            and noise.check_f < noise.check_critical:
+        notes.append(f"history dropped: the gate's variance is {noise.check_f:.2f}x the "
+                     f"history's (< {noise.check_critical:.2f}, the lower F critical value: "
+                     "the history is noisier than the gate)")
     elif noise.check == "dropped":
         notes.append(f"history dropped: the gate's variance is {noise.check_f:.2f}x the "
                      f"history's (> {noise.check_critical:.2f}, the F test's critical value)")
