@@ -218,8 +218,8 @@ class SequentialPolicy(Policy):
     sigma seen on 2xH200 (controls 0.04% and 0.13% apart, 7-run A/A sigma ~0.2%,
     issue 12), so it only matters when the medians happen to agree."""
     min_dof: int = 3
-    """Looks whose planned degrees of freedom (gate + history) are fewer spend no error
-    and decide nothing (with 1-2 dof a t interval is too wide to be worth a look)."""
+    """Looks whose planned degrees of freedom (gate + weighted history) are fewer spend no
+    error and decide nothing (with 1-2 dof a t interval is too wide to be worth a look)."""
 
     def __post_init__(self) -> None:
         self._set_float("alpha", low=0.0, low_open=True, high=0.25)

@@ -20,8 +20,12 @@ for the boundary), with effect estimate D, se = sigma sqrt(v) and t-scale bounda
 Re-gate: regression when D - c se > 0 and D > ln(1 + tolerance); improvement mirrored;
 pass (early) within +-neutral_band; extend; at the end pass, or inconclusive when the
 MDE exceeds max_mde. MDE = (c + t_{power, dof}) se beyond min_effect (or tolerance).
-Looks with fewer planned degrees of freedom than ``min_dof`` spend no error; they report
-their interval at the final look's nominal level and never decide.
+Looks with fewer planned degrees of freedom than ``min_dof`` (own residual dof plus the
+weighted history's, ``calibration.effective_history_dof``) spend no error; they report
+their interval at the final look's nominal level and never decide. With the default
+history weight (0.25 dof per own dof) the first deciding look is at 8 runs with or
+without history: a history cannot be checked on the 1-2 own dof of the first looks
+(docs/design.md section 3.1, "limits").
 """
 
 from __future__ import annotations
