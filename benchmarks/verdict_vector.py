@@ -86,7 +86,8 @@ def sequential_verdicts(policy: SequentialPolicy, roles: tuple[str, ...], num_co
         p = float(stats.norm.sf(z)) if z != NO_BOUNDARY else policy.alpha
         c = _t_isf(p, dof)
         half = np.minimum(c * se, MAX_LOG)
-        low, high, effect = coef[:, 1] - half, coef[:, 1] + half, coef[:, 1]
+        low = np.maximum(coef[:, 1] - half, -MAX_LOG)
+        high = np.minimum(coef[:, 1] + half, MAX_LOG)
         if sched.z[k] != NO_BOUNDARY:
             ok = open_ & np.isfinite(c)
             acc = ok & (high < lo_margin)
@@ -104,7 +105,6 @@ def sequential_verdicts(policy: SequentialPolicy, roles: tuple[str, ...], num_co
             mde = -np.expm1(-(mde_log - lo_margin)) * 100.0
             final = np.where(not_enough | (mde > policy.max_mde_pct), "inconclusive", "neutral")
             verdict[open_] = final[open_]
-            del effect
     return verdict, runs
 
 

@@ -145,7 +145,7 @@ def _look(k: int, sched: Schedule, measurement: GateMeasurement, history: Histor
     t_pow = _t_isf(1.0 - policy.mde_power, noise.dof) if noise.dof > 0 else math.inf
     stats = LookStats(
         index=k, effect=fit.effect, se=se, critical=c, z=sched.z[k], p=p,
-        low=fit.effect - half, high=fit.effect + half,
+        low=max(fit.effect - half, -_MAX_LOG), high=min(fit.effect + half, _MAX_LOG),
         mde_log=min((c + t_pow) * se, _MAX_LOG), decides=decides and math.isfinite(c),
         num_runs=sched.num_cond + sched.ends[k],
     )
