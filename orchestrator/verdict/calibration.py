@@ -21,8 +21,8 @@ noise of a median but also the run-to-run drift that per-step samples never see.
   gate dof)) degrees of freedom, its sum of squares scaled by h_eff / history dof (a
   power prior with a0 = h_eff / history dof: Ibrahim & Chen 2000, Stat. Sci. 15:46-60).
   Why capped: with few own degrees of freedom no check can tell a gate twice as noisy as
-  its history (the F test on 1 dof keeps ~70% of them), and a full-weight history that
-  under-states sigma by 2x gives 6-8% false decisions. The most powerful test that keeps
+  its history (at the 5% level an F test on 1 dof keeps ~70% of them), and a full-weight
+  history that under-states sigma by 2x gives 6-8% false decisions. The most powerful test that keeps
   false accepts <= 1% in such a gate decides a 1% effect at sigma 0.29% in at most 18% of
   gates after A X B (Neyman-Pearson bound, docs/design.md section 3.1), so history can
   only help once the gate has its own degrees of freedom.
