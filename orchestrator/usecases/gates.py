@@ -298,9 +298,7 @@ def record_decision(
     automatic = primary.verdict if primary is not None else None
     if gate.semantic_verdicts and gate.semantic_verdicts[-1].decision:
         automatic = gate.semantic_verdicts[-1].decision  # timing and semantics combined
-    if automatic == "reject (semantics)":
-        automatic = "reject"
-    if not reason.strip() and automatic != decision:
+    if not reason.strip() and (automatic or "").removesuffix(" (semantics)") != decision:
         raise ValidationFailed("reason", f"a decision that differs from the gate's decision "
                                          f"({automatic or 'none'}: timing and semantics) needs a reason")
     if gate.status not in TERMINAL_GATE_STATUSES:
