@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 19 on 2 GPUs: the semantic floor of the full-width recipe. Runs the bundled trainer's
 # ltx2-bench-h200 recipe (d 4096, 4290 video / 1024 text tokens, 8 blocks, bf16 compute, fp32
-# masters, regional compile) as A and B (same configuration), plus two candidates between them:
-# split (unpacked) QKV projections (same math) and one block dropped (7 blocks). Prints the
+# masters, regional compile) as A and B (same configuration), then two candidates: split
+# (unpacked) QKV projections (same math) and one block dropped (7 blocks). Order A B X X, so the
+# floor is printed even if the lease ends before the candidates. Prints the
 # A-vs-B loss and grad-norm spread per step (the floor the semantic gate judges a candidate
 # against), the probe digests, and each candidate's largest deviation next to the floor.
 # Run on the device machine from the repo root, pydantic wheels in .whl/ (the trainer's recipe
@@ -25,11 +26,7 @@ run() {  # name, overrides...
     measure.warmup_steps="$WARMUP" measure.measured_steps="$MEASURED" "$@" > "$W/$name.log" 2> "$W/$name.err"
   echo "run $name rc=$? $((SECONDS - t0)) s"
 }
-run 0-A
-run 1-X-split-qkv model.packed_qkv=false
-run 2-X-drop-block model.num_layers=$(($(python3 -c "from trainer import load_recipe; print(load_recipe('$RECIPE').model.num_layers)") - 1))
-run 3-B
-python3 - "$W" <<'PY'
+cat > "$W/table.py" <<'PY'
 import glob, json, os, sys
 w = sys.argv[1]
 def sem(name):
@@ -38,6 +35,7 @@ def sem(name):
             if line.startswith(prefix):
                 yield prefix.strip(), json.loads(line[len(prefix):])
 runs = {os.path.basename(p)[:-4]: dict(sem(os.path.basename(p)[:-4])) for p in sorted(glob.glob(w + "/*.log"))}
+print("=" * 20, "runs so far:", ", ".join(runs))
 a, b = runs["0-A"].get("AXBGATE_SEMANTICS"), runs["3-B"].get("AXBGATE_SEMANTICS")
 for name, r in runs.items():
     res = r.get("AXBGATE_RESULT", {})
@@ -75,3 +73,10 @@ for name in ("1-X-split-qkv", "2-X-drop-block"):
         cells += [f"{max(devs):.3e}", "-" if over is None else str(over)]
     print(f"| {name} | " + " | ".join(cells) + " |")
 PY
+# A and B first, so the floor is printed even if the candidates do not finish in the lease.
+run 0-A
+run 3-B
+python3 "$W/table.py" "$W"
+run 1-X-split-qkv model.packed_qkv=false
+run 2-X-drop-block model.num_layers=$(($(python3 -c "from trainer import load_recipe; print(load_recipe('$RECIPE').model.num_layers)") - 1))
+python3 "$W/table.py" "$W"
