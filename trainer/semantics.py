@@ -33,7 +33,7 @@ from trainer.config import Recipe
 
 PROBE_PREFIXES = ("proj_in.", "proj_out.", "scale_shift_table")
 """Root parameters (clean names) whose values and gradients the probe hashes."""
-MAX_SERIES_STEPS = 20_000
+MAX_SERIES_STEPS = 10_000
 """Loss/gradient-norm entries printed at most (a record line is at most 1 MiB); longer
 runs print the last ones, with ``series_first_step`` saying where they start."""
 _MOMENTS = ("exp_avg", "exp_avg_sq")

@@ -354,7 +354,7 @@ def decision_index(*, session: Session, max_per_group: int = 50) -> list[Decisio
                     group_kind=kind,  # type: ignore[arg-type]
                     name=name,
                     num_accepted=sum(g.decision == "accept" for g in gates),
-                    num_rejected=sum(g.decision == "reject" for g in gates),
+                    num_rejected=sum((g.decision or "").startswith("reject") for g in gates),
                     gates=gates[:max_per_group],
                 )
             )
