@@ -215,7 +215,8 @@ class SequentialPolicy(Policy):
     """Most history degrees of freedom per own residual degree of freedom of the look
     (``calibration.py``): 0.25 keeps false decisions <= 1% when the history under-states
     the gate's sigma by up to 2x (simulated); larger weights decide sooner when the
-    history matches but exceed 1% then (0.5: ~1.05%, 1: ~1.5%, full: ~7%)."""
+    history matches but exceed 1% then (at alpha 0.7%, 12 runs: 0.5: 0.9-1.3%, 1:
+    1.2-1.9%, full weight (v1): 1.4-8%)."""
     min_sigma_pct: float = 0.05
     """Floor under the run-to-run sigma, percent, when no run carries a median standard
     error (the per-run floor replaces it when larger). 0.05%: below every run-to-run
