@@ -11,6 +11,14 @@ DOCKER=/usr/bin/docker
 log() { printf '[docker_down %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 [[ -d $DIR ]] || exit 0
 
+# The host-side interfaces of this daemon's bridge networks (br-<id>), removed with the
+# networks; listed now in case the daemon cannot remove them any more.
+bridges=""
+if [[ -S $SOCK ]]; then
+    bridges=$(timeout 20 $DOCKER -H "unix://$SOCK" network ls -q --no-trunc --filter driver=bridge 2>/dev/null \
+        | cut -c1-12 | sed 's/^/br-/') || true
+fi
+
 # Containers first (dockerd would stop them one by one with a 10 s grace each).
 if [[ -S $SOCK ]] && ids=$(timeout 20 $DOCKER -H "unix://$SOCK" ps -aq 2>/dev/null) && [[ -n $ids ]]; then
     # shellcheck disable=SC2086
@@ -40,6 +48,10 @@ for p in /proc/[0-9]*; do
         log "killing leftover ${p#/proc/}: ${cmd:0:120}"
         kill -KILL "${p#/proc/}" 2>/dev/null || true
     fi
+done
+
+for b in $bridges; do
+    [[ -e /sys/class/net/$b ]] && { log "removing leftover interface $b"; ip link delete "$b" 2>/dev/null || true; }
 done
 
 # Mounts under DIR (overlay layers, shm, network namespaces), deepest first.

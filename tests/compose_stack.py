@@ -51,6 +51,7 @@ class ComposeStack:
         self.api_port, self.db_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.env: dict[str, str] = {}
+        self.bridges: set[str] = set()  # host interfaces of the compose network(s)
 
     def _timed(self, name: str, argv: list[str], **kw) -> subprocess.CompletedProcess:
         start = time.monotonic()
@@ -94,6 +95,15 @@ class ComposeStack:
         """Run docker-compose in the repository root with the stack's environment."""
         return self._timed(name or f"compose {args[0]}", [COMPOSE, *args], cwd=ROOT, env=self.env)
 
+    def up(self) -> None:
+        """``docker-compose up -d`` (images already built); remembers the network's bridge."""
+        self.compose("up", "-d", "--no-build", name="compose up")
+        ids = self._timed("docker", [DOCKER, "network", "ls", "-q", "--no-trunc", "--filter",
+                                     "driver=bridge"], env=self.env).stdout.split()
+        current = {f"br-{i[:12]}" for i in ids}
+        assert current and all(Path("/sys/class/net", b).exists() for b in current), current
+        self.bridges |= current
+
     def psql(self, sql: str) -> list[list[str]]:
         """Rows of ``sql`` run by psql inside the db container (fields split on '|')."""
         out = self.compose("exec", "-T", "db", "psql", "-U", "axbgate", "-d", "axbgate",
@@ -120,7 +130,7 @@ class ComposeStack:
         raise AssertionError(f"api not ready after {timeout_s} s: {last}\n{logs}")
 
     def leftovers(self) -> list[str]:
-        """What of this daemon is still there (processes naming its directory, the directory)."""
+        """What of this daemon is left: processes naming its directory, mounts, bridges, DIR."""
         found = []
         for proc in Path("/proc").iterdir():
             if proc.name.isdigit():
@@ -130,6 +140,10 @@ class ComposeStack:
                     continue
                 if f"{self.docker_dir}/" in cmd:
                     found.append(f"process {proc.name}: {cmd[:100]}")
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            if f" {self.docker_dir}/" in line or f" {self.docker_dir} " in line:
+                found.append(f"mount {line.split()[1]}")
+        found += [f"bridge {b}" for b in self.bridges if Path("/sys/class/net", b).exists()]
         if self.docker_dir.exists():
             found.append(f"directory {self.docker_dir}")
         return found

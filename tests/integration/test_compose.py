@@ -99,7 +99,7 @@ def _sacct_user(job_id: str, timeout_s: float = 60.0) -> str:
 
 @pytest.mark.timeout(1800)  # cold: debootstrap + image builds take minutes on 2 cores
 def test_compose_stack_runs_a_slurm_gate_and_keeps_it_across_a_restart(stack):
-    stack.compose("up", "-d", "--no-build", name="compose up")
+    stack.up()
     assert stack.wait_ready() == {"status": "ok", "database": "ok"}
     # The one-shot migrate service brought the schema to head and exited 0; the api never migrates.
     assert stack.psql("SELECT version_num FROM alembic_version") == [[head_revision()]]
@@ -136,7 +136,7 @@ def test_compose_stack_runs_a_slurm_gate_and_keeps_it_across_a_restart(stack):
 
     # Restart: containers and network removed, the pgdata volume kept.
     stack.compose("down", "-t", "5", name="compose down")
-    stack.compose("up", "-d", "--no-build", name="compose up")
+    stack.up()
     stack.wait_ready()
     migrate_log = stack.compose("logs", "--no-color", "migrate", name="logs").stdout
     assert f"database at revision {head_revision()}" in migrate_log
