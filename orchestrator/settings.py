@@ -255,6 +255,11 @@ class Settings(BaseSettings):
     api_token: str | None = None
     """Bearer token the CLI sends for writes in remote mode."""
 
+    log_format: Literal["text", "json"] = "text"
+    """Log lines on stderr: ``text`` (time, level, logger, message) or ``json`` (one object
+    per line with ``event``, ``gate_id``, ``state``, ``duration_s`` where the code names
+    them); ``axbgate --log-format`` overrides it."""
+
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     gates: GateServiceSettings = Field(default_factory=GateServiceSettings)

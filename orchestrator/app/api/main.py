@@ -66,13 +66,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             for service in app.state.services:
                 await _maybe_await(service.start())
                 started.append(service)
-                logger.info("service %s started", type(service).__name__)
+                logger.info("service %s started", type(service).__name__,
+                            extra={"event": "service.started", "service": type(service).__name__})
             yield
         finally:
             for service in reversed(started):
                 try:
                     await _maybe_await(service.stop())
-                    logger.info("service %s stopped", type(service).__name__)
+                    logger.info("service %s stopped", type(service).__name__,
+                                extra={"event": "service.stopped", "service": type(service).__name__})
                 except Exception:  # a failing stop must not keep the others running
                     logger.exception("service %s failed to stop", type(service).__name__)
 
