@@ -53,7 +53,7 @@ def test_scrape_before_and_after_a_real_gate_moves_the_counters(tmp_path):
         assert created.status_code == 201, created.text
         gate_id = created.json()["id"]
         deadline = time.monotonic() + 120
-        while (gate := client.get(f"/gates/{gate_id}").json()["gate"])["status"] not in (
+        while (gate := client.get(f"/gates/{gate_id}").json())["status"] not in (
                 "succeeded", "failed", "cancelled"):
             assert time.monotonic() < deadline, gate["status"]
             time.sleep(0.3)

@@ -51,7 +51,7 @@ def test_serve_writes_json_lines_with_dispatcher_and_poller_events(tmp_path):
         assert created.status_code == 201, created.text
         gate_id = created.json()["id"]
         deadline = time.monotonic() + 120
-        while httpx.get(f"{url}/gates/{gate_id}").json()["gate"]["status"] not in (
+        while httpx.get(f"{url}/gates/{gate_id}").json()["status"] not in (
                 "succeeded", "failed", "cancelled"):
             assert time.monotonic() < deadline
             time.sleep(0.3)

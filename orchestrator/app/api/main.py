@@ -13,6 +13,7 @@ from sqlalchemy.orm import sessionmaker
 from orchestrator.app.api.body_limit import BodyLimitMiddleware
 from orchestrator.app.api.errors import install_error_handlers
 from orchestrator.app.api.metrics import router as metrics_router
+from orchestrator.app.api.openapi import declare_errors
 from orchestrator.app.api.routes import (
     allocations,
     gates,
@@ -100,7 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, default_bytes=settings.limits.max_body_bytes,
                        path_bytes={"/runs/import": settings.limits.max_import_bytes})
     for module in (gates, runs, allocations, stopping_points, verdicts, repos, health):
-        app.include_router(module.router)
-    app.include_router(metrics_router)
+        app.include_router(declare_errors(module.router))
+    app.include_router(declare_errors(metrics_router))
     mount_web(app)
     return app

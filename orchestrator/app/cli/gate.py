@@ -192,12 +192,12 @@ def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
         typer.echo(clean(f"gate {gate_id} queued on {settings().server_url}: pattern {created['run_pattern']}"))
     if no_wait:
         if as_json:
-            echo_json(created)
+            echo_json(GatePublic.model_validate(created).model_dump(mode="json"))
         return
     view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
-    gate = GatePublic.model_validate(view["gate"])
+    gate = GatePublic.model_validate(view)
     if as_json:
-        echo_json(view["gate"])
+        echo_json(gate.model_dump(mode="json"))
     else:
         print_gate(gate, {})
     if gate.status != "succeeded":
@@ -226,8 +226,8 @@ def watch_cmd(
         from orchestrator.schemas import GatePublic
 
         view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
-        gate = GatePublic.model_validate(view["gate"])
-        echo_json(view["gate"]) if as_json else print_gate(gate, {})
+        gate = GatePublic.model_validate(view)
+        echo_json(gate.model_dump(mode="json")) if as_json else print_gate(gate, {})
         if gate.status != "succeeded":
             raise typer.Exit(1)
         return
