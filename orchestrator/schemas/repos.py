@@ -299,6 +299,13 @@ class RepoPublic(ApiModel):
     """Head whose timing the last re-gate confirmed (or the baseline head)."""
     last_checked_at: dt.datetime | None
     """When the scheduler last read the branch head (UTC)."""
+    health: Literal["healthy", "failing", "regression", "no_verdict", "unchecked", "disabled"] = "unchecked"
+    """From the newest conclusion of the scheduler: ``failing`` (the last check could not
+    read the branch), ``regression`` (the last re-gate or bisection found one),
+    ``no_verdict`` (the last re-gate gave none), ``healthy`` (baseline, pass or
+    improvement), ``unchecked`` (no check yet), ``disabled``."""
+    health_reason: str | None = None
+    """The message of the event that set ``health`` (None when healthy or unchecked)."""
     created_at: dt.datetime
     """When the row was stored (UTC)."""
 

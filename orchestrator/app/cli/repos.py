@@ -133,13 +133,17 @@ def repo_list(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("id", "repository", "branch", "schedule", "executor", "tolerance %", "bisect",
-                  "measured head", "enabled")
+    table = Table("id", "repository", "branch", "health", "schedule", "executor", "tol. %",
+                  "bisect", "measured head")
+    colors = {"healthy": "green", "failing": "red", "regression": "red", "no_verdict": "yellow"}
     for r in repos.data:
-        table.add_row(str(r.id), rich_text(r.url), rich_text(r.branch), r.schedule, r.executor, f"{r.tolerance_pct:g}",
-                      "yes" if r.bisect else "no", (r.last_measured_sha or "-")[:12],
-                      "yes" if r.enabled else "no")
+        health = f"[{colors[r.health]}]{r.health}[/]" if r.health in colors else r.health
+        table.add_row(str(r.id), rich_text(r.url), rich_text(r.branch), health, r.schedule, r.executor,
+                      f"{r.tolerance_pct:g}", "yes" if r.bisect else "no", (r.last_measured_sha or "-")[:12])
     Console().print(table)
+    for r in repos.data:
+        if r.health_reason:
+            typer.echo(clean(f"repository {r.id} {r.health}: {r.health_reason}"))
 
 
 @repo_app.command("show")
@@ -208,7 +212,13 @@ def regate_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """One re-gate pass for cron or Slurm's scrontab: process finished re-gates, check each
-    tracked branch, submit a re-gate where the head moved, send notifications."""
+    tracked branch, submit a re-gate where the head moved, send notifications.
+
+    Exits 1 when the check of a repository failed (its branch could not be read), so cron
+    and scrontab report it; `axbgate repo list` then shows it as failing.
+
+    Example: axbgate regate --once --repo 3 --wait
+    """
     if not once:
         fail("regate runs inside `axbgate serve`; use --once for one pass from cron")
     from orchestrator.schemas.repos import CheckResultPublic
@@ -222,10 +232,14 @@ def regate_cmd(
         results = _embedded_pass(repo or None, wait=wait, timeout_s=timeout_s)
     if as_json:
         echo_json([r.model_dump(mode="json") for r in results])
-        return
-    for r in results:
-        gate = f" gate {r.gate_id}" if r.gate_id else ""
-        typer.echo(clean(f"repository {r.repository_id}: {r.action}{gate} {(r.head_sha or '')[:12]} {r.message}".rstrip()))
+    else:
+        for r in results:
+            gate = f" gate {r.gate_id}" if r.gate_id else ""
+            typer.echo(clean(f"repository {r.repository_id}: {r.action}{gate} "
+                             f"{(r.head_sha or '')[:12]} {r.message}".rstrip()))
+    failed = [r.repository_id for r in results if r.action == "check_failed"]
+    if failed:
+        fail(f"the check of repositories {failed} failed (see above); exit status 1", code=1)
 
 
 def _embedded_pass(repo_ids: list[int] | None, *, wait: bool, timeout_s: float):
