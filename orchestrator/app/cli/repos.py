@@ -204,8 +204,9 @@ def repo_webhook_secret(
 
 
 def regate_cmd(
+    repo_ids: Annotated[list[int] | None, typer.Argument(help="Repository ids (default: every enabled one).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Do one pass now (required).")] = False,
-    repo: Annotated[list[int] | None, typer.Option("--repo", help="Repository id (repeat; default all).")] = None,
+    repo: Annotated[list[int] | None, typer.Option("--repo", help="Repository id (repeat); the same as the arguments.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Embedded: run the submitted gates here "
                                                        "and follow bisections to the end.")] = False,
     timeout_s: Annotated[float, typer.Option(help="--wait limit, seconds.")] = 6 * 3600.0,
@@ -217,10 +218,11 @@ def regate_cmd(
     Exits 1 when the check of a repository failed (its branch could not be read), so cron
     and scrontab report it; `axbgate repo list` then shows it as failing.
 
-    Example: axbgate regate --once --repo 3 --wait
+    Example: axbgate regate --once 3 --wait
     """
     if not once:
         fail("regate runs inside `axbgate serve`; use --once for one pass from cron")
+    repo = [*(repo_ids or []), *(repo or [])] or None
     from orchestrator.schemas.repos import CheckResultPublic
 
     if is_remote():
