@@ -270,7 +270,7 @@ class GateCreate(ApiModel):
         "title": "fused attention", "family": "attention",
         "control": {"source": {"repo": "https://git.example.com/ltx2.git", "ref": "main"}},
         "candidate": {"source": {"repo": "https://git.example.com/ltx2.git", "ref": "fused-attn"}},
-        "workload": {"recipe": "ltx2-1gpu"}, "warmup_steps": 10, "measured_steps": 20,
+        "workload": {"recipe": "ltx2-bench-h200"}, "warmup_steps": 10, "measured_steps": 20,
         "executor": "slurm", "topology": {"nodes": 1, "partition": "h200"}}]})
 
     title: str = Field("", max_length=255)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, model_validator
 
 from orchestrator.domain.api_model import ApiModel
 
@@ -136,3 +136,15 @@ class WebhookDeliveryPublic(ApiModel):
     """When the receiver answered 2xx (UTC)."""
     attempts: list[WebhookAttemptPublic]
     """Every attempt, oldest first."""
+    last_status_code: int | None = None
+    """HTTP status of the newest attempt (None before any, or when no answer came)."""
+    last_error: str | None = None
+    """Why the newest attempt failed; None before any attempt and when it succeeded (a
+    2xx answer is not an error: show ``last_status_code`` for it)."""
+
+    @model_validator(mode="after")
+    def _last_attempt(self) -> WebhookDeliveryPublic:
+        if self.attempts:
+            newest = max(self.attempts, key=lambda a: a.attempt)
+            self.last_status_code, self.last_error = newest.status_code, newest.error
+        return self

@@ -160,7 +160,7 @@ class RepoCreate(ApiModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "url": "https://git.example.com/ltx2.git", "branch": "main",
-        "workload": {"recipe": "ltx2-1gpu"}, "executor": "slurm", "schedule": "0 2 * * *",
+        "workload": {"recipe": "ltx2-bench-h200"}, "executor": "slurm", "schedule": "0 2 * * *",
         "tolerance_pct": 0.5, "notify": ["https://hooks.example.com/axbgate"], "bisect": True}]})
 
     url: str

@@ -41,7 +41,7 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback(epilog="Examples:\n\n  axbgate gate --recipe ltx2-1gpu --candidate-ref HEAD --control-ref main\n\n"
+@app.callback(epilog="Examples:\n\n  axbgate gate --repo . --control-ref main --candidate-ref HEAD --recipe ltx2-bench-h200\n\n"
                      "  axbgate ledger --limit 20\n\n  axbgate --log-format json serve --port 8000")
 def _root(
     ctx: typer.Context,

@@ -64,6 +64,16 @@ def db_current() -> None:
 
 
 
+def listen_url(host: str, port: int) -> str:
+    """The base URL clients reach ``serve`` at: ``http://HOST:PORT``, with a wildcard
+    address (``0.0.0.0``, ``::``) replaced by this machine's fully qualified name."""
+    import socket
+
+    name = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+    name = f"[{name}]" if ":" in name else name
+    return f"http://{name}:{port}"
+
+
 def serve(
     ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -83,7 +93,7 @@ def serve(
 
     from orchestrator.app.api import create_app
 
-    current = settings()
+    current = settings().with_public_url(listen_url(host, port))
     open_engine()  # the database answers and its schema is current, or one clear line
     fmt = (ctx.obj or {}).get("log_format") or current.log_format
     configure_logging(level=logging.INFO, fmt=fmt)

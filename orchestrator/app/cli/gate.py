@@ -112,7 +112,7 @@ def gate_cmd(
 
     Examples:
 
-      axbgate gate --repo . --control-ref main --candidate-ref HEAD --recipe ltx2-1gpu
+      axbgate gate --repo . --control-ref main --candidate-ref HEAD --recipe ltx2-bench-h200
 
       axbgate gate --command '["python", "bench.py", "{warmup_steps}", "{measured_steps}"]' --control-env IMPL=old --candidate-env IMPL=new
     """

@@ -163,13 +163,19 @@ def repo_show(
         echo_json(view.model_dump(mode="json"))
         return
     r = view.repo
-    typer.echo(clean(f"repository {r.id}: {r.url} branch {r.branch}; measured head {r.last_measured_sha or '-'}"))
+    typer.echo(clean(f"repository {r.id}: {r.url} branch {r.branch}; measured head "
+                     f"{r.last_measured_sha or '-'}; health {r.health}"))
     for b in view.bisections:
         typer.echo(clean(f"  bisection {b.id} [{b.status}] {b.good_sha[:10]}..{b.bad_sha[:10]}: "
                          f"first bad {b.first_bad_sha or '-'} delta {b.delta_pct} % drift {b.drift_pct} % "
                          f"({b.num_gates} gates)"))
     for e in view.events:
         typer.echo(clean(f"  {e.created_at:%Y-%m-%d %H:%M} {e.kind:<13} gate {e.gate_id or '-'} {e.message}"))
+    for d in view.deliveries:
+        last = f"; last error: {d.last_error}" if d.last_error else (
+            f"; last answer HTTP {d.last_status_code}" if d.last_status_code else "")
+        typer.echo(clean(f"  notification {d.id} ({d.payload.get('event')}) to {d.url}: {d.status}, "
+                         f"{d.num_attempts} attempts{last}"))
 
 
 @repo_app.command("remove")
