@@ -33,7 +33,8 @@ class RunPublic(ApiModel):
     order: int
     """Position in the run pattern, from 0."""
     status: str
-    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``, ``cancelled``; runs also ``pending``, ``skipped``)."""
+    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``,
+    ``cancelled``; runs also ``pending``, ``skipped``)."""
     source_ref: str | None = None
     """Git ref the run's source was resolved from."""
     source_sha: str | None = None
@@ -105,9 +106,11 @@ class VerdictPublic(ApiModel):
     params: dict[str, Any]
     """Policy parameters used."""
     verdict: str
-    """Timing verdict: ``accept``, ``reject``, ``neutral``, ``inconclusive`` (re-gates: ``pass``, ``regression``, ``improvement``)."""
+    """Timing verdict: ``accept``, ``reject``, ``neutral``, ``inconclusive`` (re-gates: ``pass``,
+    ``regression``, ``improvement``)."""
     numbers: dict[str, Any]
-    """Every number of the verdict: control midpoint (s), drift (%), delta (ms and %), interval, thresholds."""
+    """Every number of the verdict: control midpoint (s), drift (%), delta (ms and %), interval,
+    thresholds."""
     is_primary: bool
     """This is the gate's own policy (the others are shown side by side)."""
     created_at: dt.datetime
@@ -122,7 +125,8 @@ class GatePublic(ApiModel):
     id: int
     """Ledger id (primary key)."""
     kind: str
-    """``candidate`` (a change under test), ``regate`` (nightly re-gate) or ``bisect`` (a bisection step)."""
+    """``candidate`` (a change under test), ``regate`` (nightly re-gate) or ``bisect`` (a bisection
+    step)."""
     title: str
     """Free-text title."""
     family: str | None
@@ -130,7 +134,8 @@ class GatePublic(ApiModel):
     tags: list[str]
     """Free-form labels."""
     status: str
-    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``, ``cancelled``; runs also ``pending``, ``skipped``)."""
+    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``,
+    ``cancelled``; runs also ``pending``, ``skipped``)."""
     status_reason: str | None
     """Why the state was reached (failures and cancellations)."""
     control_spec: dict[str, Any]
@@ -206,7 +211,8 @@ class RunProgressPublic(ApiModel):
     role: str | None
     """``A`` or ``B`` (control) or ``X`` (candidate)."""
     status: str
-    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``, ``cancelled``; runs also ``pending``, ``skipped``)."""
+    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``,
+    ``cancelled``; runs also ``pending``, ``skipped``)."""
     num_steps: int
     """Step records stored so far (warmup included)."""
     median_step_s: float | None = None
@@ -219,7 +225,8 @@ class GateProgressPublic(ApiModel):
     id: int
     """Ledger id (primary key)."""
     status: str
-    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``, ``cancelled``; runs also ``pending``, ``skipped``)."""
+    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``,
+    ``cancelled``; runs also ``pending``, ``skipped``)."""
     status_reason: str | None
     """Why the state was reached (failures and cancellations)."""
     num_steps_per_run: int

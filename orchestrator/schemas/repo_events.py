@@ -34,7 +34,8 @@ class RepoEventPublic(ApiModel):
     candidate_sha: str | None
     """New head (candidate) commit."""
     verdict: str | None
-    """Timing verdict: ``accept``, ``reject``, ``neutral``, ``inconclusive`` (re-gates: ``pass``, ``regression``, ``improvement``)."""
+    """Timing verdict: ``accept``, ``reject``, ``neutral``, ``inconclusive`` (re-gates: ``pass``,
+    ``regression``, ``improvement``)."""
     delta_pct: float | None
     """Candidate change versus the control midpoint, percent (positive: slower)."""
     drift_pct: float | None

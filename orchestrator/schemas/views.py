@@ -172,7 +172,8 @@ class GateSummaryPublic(ApiModel):
     kind: str
     """``candidate``, ``regate`` or ``bisect``."""
     status: str
-    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``, ``cancelled``; runs also ``pending``, ``skipped``)."""
+    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``,
+    ``cancelled``; runs also ``pending``, ``skipped``)."""
     status_reason: str | None = None
     """Why the state was reached (failures and cancellations)."""
     created_at: dt.datetime
@@ -258,7 +259,8 @@ class DecisionCreate(ApiModel):
     decision: Literal[
         "accept", "reject", "neutral", "inconclusive", "pass", "regression", "improvement", "rerun"
     ]
-    """``accept``, ``reject``, ``neutral``, ``inconclusive``; re-gates ``pass``, ``regression``, ``improvement``; ``rerun`` asks for a new gate."""
+    """``accept``, ``reject``, ``neutral``, ``inconclusive``; re-gates ``pass``, ``regression``,
+    ``improvement``; ``rerun`` asks for a new gate."""
     reason: str = Field("", max_length=4000, pattern=_NO_NUL)
     """Why; required when the decision differs from the timing verdict."""
     note: str = Field("", max_length=1000, pattern=_NO_NUL)

@@ -236,7 +236,10 @@ def watch_cmd(
     gate_id: Annotated[int, typer.Argument(help="Gate id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the final gate as JSON.")] = False,
 ) -> None:
-    """Follow a gate live until it ends (embedded: this process drives it)."""
+    """Follow a gate live until it ends (embedded: this process drives it).
+
+    Example: axbgate watch 12
+    """
     current = settings()
     if current.server_url:
         from orchestrator.schemas import GatePublic

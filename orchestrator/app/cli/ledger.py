@@ -57,7 +57,10 @@ def show(
     gate_id: Annotated[int, typer.Argument(min=1, help="Gate id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Show one gate: numbers, runs, verdicts, health, decisions."""
+    """Show one gate: numbers, runs, verdicts, health, decisions.
+
+    Example: axbgate show 12 --json
+    """
     from orchestrator.app.cli.report import gate_markdown
 
     view = _gate_view(gate_id)
@@ -169,7 +172,10 @@ def decide(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Record a decision for a finished gate (append-only history). It is recorded under
-    the API token's name (remote mode) or this OS user (embedded mode)."""
+    the API token's name (remote mode) or this OS user (embedded mode).
+
+    Example: axbgate decide 12 --decision reject --reason "+3 GiB peak memory"
+    """
     from orchestrator.schemas.views import DecisionPublic
     from orchestrator.usecases import gates
 

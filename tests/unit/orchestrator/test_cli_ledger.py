@@ -120,7 +120,8 @@ def test_version_and_help(capsys):
     for option in ("--recipe", "--command", "--control-env", "--measured-steps", "--policy", "--json"):
         assert option in help_text
     assert "│ --no-wait" not in help_text and "Example" in help_text
-    for verb in (["gate"], ["ledger"], ["report"], ["regate"], ["serve"]):
+    for verb in (["gate"], ["ledger"], ["report"], ["regate"], ["serve"], ["show"], ["watch"],
+                 ["decide"]):
         assert main([*verb, "--help"]) == 0
         assert "Example" in capsys.readouterr().out, verb
 
