@@ -83,25 +83,29 @@ def _dispatch_one(engine: Engine, settings: Settings, executors: _Executors, run
             gate = dispatch_gate(session=session, gate_id=gate_id, executors=executors.get,
                                  data_dir=settings.data_dir, run_env=run_env)
             session.commit()
-            seconds = time.perf_counter() - start
-            metrics.DISPATCH_SECONDS.labels(executor=gate.executor).observe(seconds)
-            metrics.GATES_DISPATCHED.labels(executor=gate.executor, outcome=(
-                "submitted" if gate.status == "submitted" else gate.status)).inc()
-            if gate.submitted_at is not None and gate.created_at is not None:
-                wait = (_utc(gate.submitted_at) - _utc(gate.created_at)).total_seconds()
-                metrics.QUEUE_WAIT_SECONDS.labels(executor=gate.executor).observe(max(wait, 0.0))
-            logger.info("gate=%s dispatched: state=%s job=%s executor=%s in %.3f s", gate.id,
-                        gate.status, gate.job_ref, gate.executor, seconds,
-                        extra={"event": "gate.dispatched", "gate_id": gate.id, "state": gate.status,
-                               "executor": gate.executor, "job_ref": gate.job_ref,
-                               "duration_s": round(seconds, 6)})
         except Exception as exc:  # sbatch refused, folder unwritable: fail, do not loop
             logger.exception("gate=%s submit failed", gate_id,
                              extra={"event": "gate.dispatch_failed", "gate_id": gate_id})
             session.rollback()
             metrics.GATES_DISPATCHED.labels(executor="unknown", outcome="failed").inc()
             _fail(session, gate_id, f"submission failed: {exc}")
+            return 1
+    _observe_dispatch(gate, time.perf_counter() - start)
     return 1
+
+
+def _observe_dispatch(gate, seconds: float) -> None:
+    """Metrics and the INFO line of one dispatched gate (``seconds``: claim to commit)."""
+    metrics.DISPATCH_SECONDS.labels(executor=gate.executor).observe(seconds)
+    metrics.GATES_DISPATCHED.labels(executor=gate.executor, outcome=gate.status).inc()
+    if gate.submitted_at is not None and gate.created_at is not None:
+        wait = (_utc(gate.submitted_at) - _utc(gate.created_at)).total_seconds()
+        metrics.QUEUE_WAIT_SECONDS.labels(executor=gate.executor).observe(max(wait, 0.0))
+    logger.info("gate=%s dispatched: state=%s job=%s executor=%s in %.3f s", gate.id,
+                gate.status, gate.job_ref, gate.executor, seconds,
+                extra={"event": "gate.dispatched", "gate_id": gate.id, "state": gate.status,
+                       "executor": gate.executor, "job_ref": gate.job_ref,
+                       "duration_s": round(seconds, 6)})
 
 
 def _utc(value: dt.datetime) -> dt.datetime:

@@ -62,7 +62,8 @@ QUEUE_WAIT_SECONDS = Histogram("axbgate_queue_wait_seconds",
                                "Time a gate waited between its submission to axbgate and its job "
                                "submission, seconds.", ["executor"], buckets=_RUN_BUCKETS)
 GATES_DISPATCHED = Counter("axbgate_gates_dispatched",
-                           "Gates the dispatcher handled, by outcome (submitted or failed).",
+                           "Gates the dispatcher handled, by outcome: submitted, or failed (executor "
+                           "'unknown' when the submission itself raised).",
                            ["executor", "outcome"])
 GATES_FINISHED = Counter("axbgate_gates_finished",
                          "Gates the poller saw reach a final state, by state.", ["executor", "state"])
