@@ -162,3 +162,27 @@ def test_progress_clock_of_each_run_counts_only_while_it_runs():
     time.sleep(0.2)
     assert first.elapsed == a_elapsed  # stopped when run A ended
     assert 0.2 <= second.elapsed < a_elapsed + 0.2  # run X's own clock, not the gate's
+
+
+def test_show_prints_every_policy_with_interval_reason_and_disagreement(capsys, ledger_ids):
+    from orchestrator.db.models import Verdict
+    from orchestrator.db.session import build_engine
+    from orchestrator.settings import get_settings
+
+    gate_id = ledger_ids["accept"]
+    engine = build_engine(get_settings().database_url)
+    with Session(engine) as session:
+        primary = session.query(Verdict).filter_by(gate_id=gate_id, is_primary=True).one()
+        numbers = {**primary.numbers, "verdict": "inconclusive", "ci_low_pct": -7.25,
+                   "ci_high_pct": 1.5, "reason": "the interval crosses zero"}
+        session.add(Verdict(gate_id=gate_id, policy="ratio-ci", policy_version="1", params={},
+                            verdict="inconclusive", numbers=numbers, is_primary=False))
+        session.commit()
+    engine.dispose()
+    capsys.readouterr()
+    assert main(["show", str(gate_id)]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| ratio-ci |"))
+    assert "| inconclusive |" in row and "[-7.250, +1.500] %" in row and "the interval crosses zero" in row
+    assert "**Policies disagree:** drift=accept, ratio-ci=inconclusive." in text
+    assert text.index("| drift (primary) |") < text.index("| ratio-ci |")
