@@ -12,6 +12,7 @@ from pydantic import ConfigDict, model_validator
 
 from orchestrator.domain.api_model import ApiModel
 from orchestrator.domain.secrets import mask_env
+from orchestrator.schemas.semantics import SemanticVerdictPublic
 
 __all__ = ["GateProgressPublic", "GatePublic", "GatesPublic", "RunProgressPublic", "RunPublic",
            "VerdictPublic"]
@@ -186,6 +187,8 @@ class GatePublic(ApiModel):
     """The runs, in pattern order."""
     verdicts: list[VerdictPublic] = []
     """Verdicts of every policy (one primary)."""
+    semantic_verdicts: list[SemanticVerdictPublic] = []
+    """Semantic comparisons of the gate, oldest first (the last one counts; issue 19)."""
 
     @model_validator(mode="after")
     def _mask(self) -> GatePublic:

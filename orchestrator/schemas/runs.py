@@ -147,6 +147,8 @@ class RunDetailPublic(RunPublic):
     """Where the run's code and data came from."""
     result_extra: dict[str, Any] = {}
     """Other fields the run's result record carried."""
+    semantics: dict[str, Any] | None = None
+    """What the run trained (batch, loss/grad-norm series, dtype coverage, probe)."""
     artifacts: list[ArtifactPublic] = []
     """Files of this run."""
     steps: list[RunStepPublic] = []

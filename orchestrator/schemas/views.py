@@ -17,6 +17,7 @@ from orchestrator.schemas.runs import (
     RunDetailPublic,
     RunStepPublic,
 )
+from orchestrator.schemas.semantics import SemanticVerdictPublic
 
 __all__ = [
     "AllocationPublic",
@@ -68,7 +69,7 @@ _FILTER_VALUES = {
     "verdict": ("accept", "neutral", "reject", "inconclusive", "failed", "pass", "regression",
                 "improvement"),
     "decision": ("accept", "neutral", "reject", "inconclusive", "failed", "pass", "regression",
-                 "improvement", "rerun"),
+                 "improvement", "rerun", "reject (semantics)", "not comparable"),
     "kind": ("candidate", "regate", "bisect"),
 }
 
@@ -83,7 +84,8 @@ class GateFilters(ApiModel):
     verdict: FilterText = None
     """Primary timing verdict (accept, neutral, reject, inconclusive, failed, pass, ...)."""
     decision: FilterText = None
-    """Effective decision: the newest recorded decision, else the timing verdict."""
+    """Effective decision: the newest recorded decision, else the timing verdict combined
+    with the semantic verdict (``reject (semantics)``, ``not comparable``)."""
     kind: FilterText = None
     """candidate, regate or bisect."""
     tag: FilterText = None
@@ -210,8 +212,12 @@ class GateSummaryPublic(ApiModel):
     """Primary timing verdict."""
     policy: str | None = None
     """Primary verdict policy of the gate."""
+    semantics: str | None = None
+    """Semantic status (equal, within tolerance, changed, not comparable, declared change,
+    not checked), or None before the gate was judged."""
     decision: str | None = None
-    """Effective decision: newest recorded decision, else the timing verdict."""
+    """Effective decision: newest recorded decision, else the timing verdict combined with
+    the semantic verdict (``reject (semantics)``, ``not comparable``)."""
     decision_recorded: bool = False
     """True when a person recorded the decision (not defaulted from the verdict)."""
     baseline_eligible: bool = False
@@ -299,6 +305,8 @@ class GateViewPublic(GatePublic):
     """Every stored file of the gate."""
     family_history: list[GateSummaryPublic]
     """Earlier gates of the same family (or title when no family), newest first."""
+    semantic_verdict: SemanticVerdictPublic | None = None
+    """The newest semantic comparison of the gate, with its evidence."""
     gate: GatePublic = Field(json_schema_extra={"deprecated": True})
     """Deprecated: the gate again (runs without detail), as ``GET /gates/{id}`` answered
     before the shapes were unified; read the top-level fields instead."""

@@ -105,6 +105,7 @@ def gate_cmd(
     max_extend: Annotated[int | None, typer.Option(help="Append X B while inconclusive, up to N times.")] = None,
     tag: Annotated[list[str], typer.Option(help="Tag (repeat).")] = [],
     family: Annotated[str | None, typer.Option(help="Family (groups gates in the ledger).")] = None,
+    declare_change: Annotated[list[str], typer.Option("--declare-change", help="A semantic change the candidate makes on purpose: 'batch' (another global batch; timing is compared per sample instead of 'not comparable').")] = [],
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Submit and return.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the gate as JSON.")] = False,
 ) -> None:
@@ -165,6 +166,7 @@ def gate_cmd(
         "max_extend": max_extend,
         "tags": tag or None,
         "family": family,
+        "declare_changes": declare_change or None,
     }
     try:
         gate_in = build_gate_request(spec_file=spec, overrides=overrides)
