@@ -60,7 +60,9 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(*, level: int = logging.WARNING, fmt: str = "text") -> None:
     """Send every logger's records to stderr in ``fmt`` at ``level`` and above.
 
-    Replaces the root handlers (a second call switches format or level); uvicorn's
+    Like :func:`logging.basicConfig`, it leaves a process whose root logger already has
+    handlers from someone else (an embedding program, pytest's log capture) alone; a
+    second call replaces the handler of the first (switching format or level). uvicorn's
     ``uvicorn``, ``uvicorn.error`` and ``uvicorn.access`` loggers propagate to the root.
 
     Args:
@@ -72,11 +74,15 @@ def configure_logging(*, level: int = logging.WARNING, fmt: str = "text") -> Non
     """
     if fmt not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
-    for old in list(root.handlers):
+    ours = [h for h in root.handlers if getattr(h, "axbgate_handler", False)]
+    if len(ours) < len(root.handlers):
+        return
+    for old in ours:
         root.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.axbgate_handler = True  # type: ignore[attr-defined]
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root.addHandler(handler)
     root.setLevel(level)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

@@ -88,3 +88,19 @@ def test_json_formatter_keeps_extras_and_exceptions():
     assert out["message"] == "gate=7 failed" and out["level"] == "ERROR" and out["gate_id"] == 7
     assert out["duration_s"] == "nan"  # JSON has no NaN: the value is kept as text
     assert "ValueError: boom" in out["exception"]
+
+
+def test_cli_switches_its_own_handler_and_leaves_foreign_ones_alone(monkeypatch):
+    from orchestrator.app.logsetup import configure_logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    configure_logging(level=logging.INFO, fmt="json")
+    configure_logging(level=logging.WARNING, fmt="text")
+    assert len(root.handlers) == 1 and not isinstance(root.handlers[0].formatter, JsonFormatter)
+    assert root.level == logging.WARNING
+    foreign = logging.NullHandler()
+    root.handlers = [foreign]
+    configure_logging(level=logging.INFO, fmt="json")  # someone else configured logging
+    assert root.handlers == [foreign] and root.level == logging.WARNING
