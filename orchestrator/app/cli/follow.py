@@ -34,7 +34,7 @@ def track_run(progress, tasks: dict[int, Any], *, order: int, role: str | None, 
     if order not in tasks:
         tasks[order] = progress.add_task(f"run {order} {role}", total=total, info="pending", start=False)
     task_id = tasks[order]
-    task = progress._tasks[task_id]  # noqa: SLF001 - rich has no public getter by id
+    task = next(t for t in progress.tasks if t.id == task_id)
     if status != "pending" and task.start_time is None:
         progress.start_task(task_id)
     if status in _ENDED and task.stop_time is None and task.start_time is not None:

@@ -152,7 +152,7 @@ def test_progress_clock_of_each_run_counts_only_while_it_runs():
     common = {"total": 7, "info": ""}
     track_run(progress, tasks, order=0, role="A", status="running", completed=1, **common)
     track_run(progress, tasks, order=1, role="X", status="pending", completed=0, **common)
-    first, second = (progress._tasks[tasks[i]] for i in (0, 1))
+    first, second = ({t.id: t for t in progress.tasks}[tasks[i]] for i in (0, 1))
     assert first.started and not second.started and second.elapsed is None
     time.sleep(0.2)
     track_run(progress, tasks, order=0, role="A", status="succeeded", completed=7, **common)
