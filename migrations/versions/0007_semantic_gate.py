@@ -7,7 +7,7 @@
   the timing verdict it was combined with and the combined decision
   (``reject (semantics)``, ``not comparable``, or the timing verdict).
 
-Revision ID: 0008
+Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-01
 """
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0008"
+revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None

@@ -56,9 +56,12 @@ def test_dropping_a_block_is_faster_but_changed_so_rejected(ledger):
     # 35% on an idle 2-core machine). The controls also carry the calibrated slowdown meant for
     # validating gates (each step sleeps its own duration), so the timing verdict is `accept`
     # even on a loaded CI machine: this test is about what the semantics do to an accept.
+    # The candidate is ~3x faster than its controls; max_drift is lifted so that a loaded
+    # machine's control drift (58% was seen with other jobs running) only raises the
+    # accept threshold to the drift itself instead of making the gate inconclusive.
     view = _run(*ledger, _gate("cpu-demo", ["model.num_layers=1"],
                                control={"recipe_overrides": ["measure.delay_fraction=1.0"]},
-                               policy_params={"max_drift_pct": 40.0}))
+                               policy_params={"max_drift_pct": 1000.0}))
     sem = view.semantic_verdict
     assert view.summary.verdict == "accept", view.gate.verdicts[0].numbers["reason"]
     assert sem.status == "changed" and sem.timing_verdict == "accept"
