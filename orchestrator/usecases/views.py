@@ -205,8 +205,10 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
     gate, _ver, _dec, alloc = row
     # Per-step records stay on GET /runs/{id} (paged); the times are in the list.
     runs = [_run_detail(session, r) for r in gate.runs]
+    public = GatePublic.model_validate(gate)
     return GateViewPublic(
-        gate=GatePublic.model_validate(gate),
+        **{k: getattr(public, k) for k in GatePublic.model_fields if k != "runs"},
+        gate=public,
         summary=_summary(row),
         runs=runs,
         allocation=_allocation_public(alloc) if alloc is not None else None,
