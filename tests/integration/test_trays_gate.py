@@ -4,6 +4,7 @@ hostname to 127.0.1.1 (the Debian default that breaks Gloo without the preamble)
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -13,8 +14,10 @@ from orchestrator.db.models import Allocation, Gate
 from orchestrator.executors.plan import GatePaths, read_json
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.usecases import gates as use_cases
-from tests.factories import open_ledger, submit
+from tests.factories import FIXTURES, harness_gate, open_ledger, submit
 from tests.integration.trays import ADDRS, IFNAME, NODES, require_trays
+
+PROBE = FIXTURES / "launch_probe.py"
 
 pytestmark = [pytest.mark.slurm, pytest.mark.trays, pytest.mark.slow]
 
@@ -66,6 +69,7 @@ def test_two_node_gate_health_then_axb(ledger):
         runs = sorted(gate.runs, key=lambda r: r.order)
         assert [r.role for r in runs] == ["A", "X", "B"]
         assert all(r.status == "succeeded" and r.world_size == 2 for r in runs)
+        assert all(r.provenance.get("hostnames") == list(NODES) for r in runs)
         alloc = session.get(Allocation, gate.allocation_id)
         assert alloc.hostnames == list(NODES)
         assert alloc.health_verdict in ("healthy", "degraded")
@@ -74,3 +78,25 @@ def test_two_node_gate_health_then_axb(ledger):
     assert {p["master_addr"] for p in pre} == {ADDRS[0]}
     ports = [p["master_port"] for p in pre]
     assert len(set(ports)) == len(ports) >= 4  # health + 3 runs, a fresh port each
+
+
+@pytest.mark.parametrize("launch, copies", [
+    ("per_node", {("tray1", "0"), ("tray2", "1")}),
+    ("per_rank", {("tray1", "0"), ("tray1", "1"), ("tray2", "2"), ("tray2", "3")}),
+    ("batch", {("tray1", "0")}),
+])
+def test_launch_modes_on_two_nodes(ledger, launch, copies):
+    """A user command starts once per node, once per rank, or once in the batch step."""
+    engine, settings = ledger
+    gate_in = harness_gate(executor="slurm", workload={
+        "command": [sys.executable, str(PROBE), "{out_dir}", "{run_index}", "{warmup_steps}",
+                    "{measured_steps}"], "launch": launch},
+        topology={"nodes": 2, "ntasks_per_node": 2, "time_limit_min": 5})
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    gate = wait_gate(engine, settings, gate_id, timeout_s=180)
+    assert gate.status == "succeeded", gate.status_reason
+    runs_dir = GatePaths.of(settings.data_dir, gate_id).runs_dir
+    for order in range(3):
+        found = {tuple(p.name.split("-")[2:4]) for p in runs_dir.glob(f"probe-{order}-*")}
+        assert found == copies, (order, found)
