@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy.orm import Session
 
 from health.preamble import derive_master_port
-from orchestrator.db.models import Gate
+from orchestrator.db.models import Allocation, Gate
 from orchestrator.executors.plan import GatePaths, read_json
 from orchestrator.runtime.gates import dispatch_pass
 from tests.factories import HARNESS, harness_gate, open_ledger, submit
 from tests.integration.test_trays_gate import tiny_two_node, wait_gate
-from tests.integration.trays import NETNS, procs_in_netns, require_trays, wait_until
+from tests.integration.trays import IFNAME, NETNS, procs_in_netns, require_trays, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.trays, pytest.mark.slow]
 
@@ -150,3 +150,31 @@ def test_sigterm_to_the_cli_cancels_the_gate(ledger, tmp_path):
     wait_until("nothing left on either tray", lambda: not _leftovers(str(HARNESS), "axbgate"), timeout_s=60)
     status = read_json(GatePaths.of(settings.data_dir, 1).status)
     assert status["state"] == "cancelled"
+
+
+def test_slow_tray_fails_the_health_gate_naming_tray2(ledger):
+    """tbf caps tray 2's sending side at 50 Mbit/s (this kernel has no netem): the links
+    check names tray2 and no run starts."""
+    engine, settings = ledger
+    tc = ["nsenter", f"--net=/run/netns/{NETNS[1]}", "tc", "qdisc"]
+    subprocess.run([*tc, "del", "dev", IFNAME, "root"], capture_output=True, check=False)
+    subprocess.run([*tc, "add", "dev", IFNAME, "root", "tbf", "rate", "50mbit", "burst", "32kbit",
+                    "latency", "400ms"], check=True)
+    try:
+        gate_id = submit(engine, tiny_two_node())
+        dispatch_pass(engine, settings, gate_ids=[gate_id])
+        gate = wait_gate(engine, settings, gate_id, timeout_s=240)
+    finally:
+        subprocess.run([*tc, "del", "dev", IFNAME, "root"], check=True)
+    assert gate.status == "failed"
+    assert "links=FAIL" in gate.status_reason, gate.status_reason
+    with Session(engine) as session:
+        gate = session.get(Gate, gate_id)
+        alloc = session.get(Allocation, gate.allocation_id)
+        links = [c for c in alloc.health_checks if c.name == "links"]
+        assert [(c.status, c.host) for c in links] == [("FAIL", "tray2")]
+        assert links[0].message.startswith("slow tray tray2 (sending side): tray2->tray1")
+        assert {r.status for r in gate.runs} == {"skipped"}
+    paths = GatePaths.of(settings.data_dir, gate_id)
+    assert not list(paths.runs_dir.glob("*.started.json")) and not list(paths.runs_dir.glob("*.log"))
+    print(f"\n[trays] slow tray2: {links[0].message} -- {links[0].measured}")
