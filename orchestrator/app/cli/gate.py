@@ -96,7 +96,7 @@ def gate_cmd(
     ntasks_per_node: Annotated[int | None, typer.Option(help="Ranks per node (default: GPUs per node, or 2 on CPU).")] = None,
     partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
     time_limit_min: Annotated[int | None, typer.Option(help="Allocation time limit, minutes.")] = None,
-    policy: Annotated[str | None, typer.Option(help="Primary verdict policy (default drift; ratio-ci is always reported too).")] = None,
+    policy: Annotated[str | None, typer.Option(help="Primary verdict policy: sequential (default), drift or ratio-ci; all three are always stored.")] = None,
     criteria: Annotated[str | None, typer.Option(help="Health criteria name or TOML path.")] = None,
     no_health: Annotated[bool, typer.Option("--no-health", help="Skip the health gate.")] = False,
     run_timeout_s: Annotated[float | None, typer.Option(help="Deadline of each run, s.")] = None,
