@@ -198,15 +198,15 @@ def _before_driver(gate: Gate, job_state: JobState | None, executor: BaseGateExe
         transition(gate, external_gate_status(info),
                    reason=f"{end_reason(gate.job_ref, info)}, before the driver started")
         return
-    if job_state is not None and base_state(job_state.state) == "PENDING":
-        gate.status_reason = pending_text(job_state.reason)  # shown while queued
-    elif deadline and submitted and (now - submitted).total_seconds() > deadline and not (
+    if deadline and submitted and (now - submitted).total_seconds() > deadline and not (
         job_state and job_state.started
     ):
         if executor is not None:
             executor.cancel(JobRef(job_id=gate.job_ref, folder=gate.job_folder or ""))
         transition(gate, "failed", reason=f"allocation did not start within the queue "
                                           f"deadline of {deadline:g} s")
+    elif job_state is not None and base_state(job_state.state) == "PENDING":
+        gate.status_reason = pending_text(job_state.reason)  # shown while queued
 
 
 def _apply_driver_state(session: Session, gate: Gate, status: dict[str, Any],

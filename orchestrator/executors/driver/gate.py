@@ -105,10 +105,14 @@ class _Driver:
 
     def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
               deadline_s: float, on_line=None, spawn=None):
-        return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
+        step = run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
                         cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn,
                         run_as=self.policy.run_as_user)
+        if self.under_slurm and step.exit_code in (128 + signal.SIGUSR2, -signal.SIGUSR2):
+            self._on_signal(signal.SIGUSR2, None)  # Slurm signals the steps too, maybe first
+            raise Cancelled(self.cancel_reason)
+        return step
 
     def _start_fork_server(self) -> None:
         """Start the trainer's fork server now, so torch is imported while health runs."""

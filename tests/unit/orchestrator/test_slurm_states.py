@@ -114,7 +114,7 @@ def _gate(**kw):
                 topology_request={}, submitted_at=dt.datetime.now(dt.timezone.utc), runs=[],
                 ended_at=None, started_at=None)
     base.update(kw)
-    return types.SimpleNamespace(**base)
+    return type("Gate", (types.SimpleNamespace,), {})(**base)  # transition() keys on the name
 
 
 def test_ingest_shows_pending_reason_and_maps_end_states():
@@ -125,3 +125,14 @@ def test_ingest_shows_pending_reason_and_maps_end_states():
     _before_driver(gate, JobState("PENDING", False, reason="Resources"), None, now)
     assert gate.status == "submitted"
     assert gate.status_reason == "pending in Slurm: waiting for nodes to become free (Resources)"
+
+
+def test_queue_deadline_wins_over_the_pending_reason():
+    from orchestrator.usecases.progress import _before_driver
+
+    gate = _gate(topology_request={"queue_deadline_s": 5},
+                 submitted_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=10))
+    _before_driver(gate, JobState("PENDING", False, reason="BeginTime"), None,
+                   dt.datetime.now(dt.timezone.utc))
+    assert gate.status == "failed"
+    assert gate.status_reason == "allocation did not start within the queue deadline of 5 s"
