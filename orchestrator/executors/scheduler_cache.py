@@ -68,7 +68,8 @@ def query_slurm(job_ids: Sequence[str]) -> tuple[dict[str, SlurmJobInfo], int]:
         text = _run(["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,State,ExitCode,Reason", "-j", ",".join(rest)])
         calls += 1
         for job_id, info in parse_sacct(text or "").items():
-            if job_id in rest and base_state(info.state) != "PENDING":
+            # sacct can lag squeue (slurmdbd records asynchronously): never go back from an end
+            if job_id in rest and (job_id not in out or base_state(info.state) in END_STATES):
                 out[job_id] = info
     return out, calls
 

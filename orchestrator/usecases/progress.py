@@ -221,7 +221,10 @@ def _apply_driver_state(session: Session, gate: Gate, status: dict[str, Any],
         status["reason"] = f"{end_reason(gate.job_ref, info)}, while the driver was running"
     if state == "cancelled" and gate.status != "cancelled" and job_state is not None \
             and job_state.terminal and base_state(job_state.state) == "CANCELLED":
-        transition(gate, "cancelled", reason=status.get("reason"))
+        reason = status.get("reason")
+        if status.get("state") == "cancelled":  # the driver saw SIGTERM; Slurm says who sent it
+            reason = f"{end_reason(gate.job_ref, _info(job_state))} (driver: {reason})"
+        transition(gate, "cancelled", reason=reason)
         return
     if state == "finished":
         if all(r.status == "succeeded" for r in gate.runs):

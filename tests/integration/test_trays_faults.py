@@ -178,3 +178,23 @@ def test_slow_tray_fails_the_health_gate_naming_tray2(ledger):
     paths = GatePaths.of(settings.data_dir, gate_id)
     assert not list(paths.runs_dir.glob("*.started.json")) and not list(paths.runs_dir.glob("*.log"))
     print(f"\n[trays] slow tray2: {links[0].message} -- {links[0].measured}")
+
+
+def test_scancel_outside_axbgate_cancels_the_gate_naming_who(ledger):
+    """An operator's ``scancel`` (here root, uid 0) is a cancel, with Slurm's own words."""
+    engine, settings = ledger
+    gate_in = harness_gate(executor="slurm", topology={"nodes": 2, "ntasks_per_node": 1,
+                                                       "time_limit_min": 5}, run_timeout_s=600)
+    gate_in.control.env["HARNESS_FAULT"] = "hang"
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    gate = wait_gate(engine, settings, gate_id, until=("running",), timeout_s=120)
+    wait_until("the harness on both trays", lambda: all(procs_in_netns(ns, str(HARNESS)) for ns in NETNS),
+               timeout_s=60)
+    subprocess.run(["scancel", gate.job_ref], check=True)
+    gate = wait_gate(engine, settings, gate_id, timeout_s=120)
+    assert gate.status == "cancelled"
+    assert gate.status_reason.startswith(
+        f"allocation job {gate.job_ref} was cancelled by root (uid 0: an administrator or Slurm "
+        "itself) (Slurm CANCELLED) (driver: allocation received SIGTERM)"), gate.status_reason
+    wait_until("nothing left on either tray", lambda: not _leftovers(str(HARNESS)), timeout_s=60)
