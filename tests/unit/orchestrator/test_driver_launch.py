@@ -72,3 +72,25 @@ def test_port_collision_read_from_the_log_tail(tmp_path):
     log.write_text("Traceback ... ValueError\n")
     assert not port_collision(log)
     assert not port_collision(tmp_path / "missing.log")
+
+
+def test_a_requeued_job_never_runs_the_gate_again(tmp_path):
+    """A job Slurm requeued after its first allocation started the gate fails it instead of
+    mixing runs of two allocations in one verdict."""
+    from orchestrator.executors.driver.gate import run_gate
+    from orchestrator.executors.plan import GatePlan, read_json, write_json_atomic
+
+    plan = GatePlan(gate_id=1, gate_dir=str(tmp_path / "g"), executor="slurm", roles=["A", "X", "B"],
+                    sides={"control": {}, "candidate": {}}, workload={"command": ["true"]}, nodes=2,
+                    ranks_per_node=1, gpus_per_node=0, num_warmup_steps=1, num_measured_steps=1,
+                    health={"enabled": False}, run_timeout_s=10, max_extend=0, policy="drift",
+                    policy_params={}, kind="candidate")
+    plan.paths.root.mkdir(parents=True)
+    path = plan.save()
+    write_json_atomic(plan.paths.status, {"state": "running", "scheduler_job_id": "41",
+                                          "hostnames": ["tray1", "tray2"], "timeline": []})
+    out = run_gate(str(path))
+    assert out["state"] == "failed"
+    assert out["reason"].startswith("job was requeued after allocation 41 on tray1,tray2 had started")
+    assert read_json(plan.paths.status)["state"] == "failed"
+    assert not plan.paths.runs_dir.exists() or not list(plan.paths.runs_dir.iterdir())
