@@ -16,7 +16,8 @@
 #   /etc/slurm-trays/axbgate-trays.env written once the cluster is verified usable
 #   /var/log/slurm-trays, /var/lib/slurm-trays, /run/axbgate-slurm-trays (pid files)
 #   cluster "trays" (accounting through slurm_up.sh's slurmdbd on 127.0.0.1:6819),
-#   partition "trays" (Default), slurmctld on 10.213.15.1:6827, slurmd port 6828.
+#   partition "trays" (Default), slurmctld on 10.213.15.1:6827, slurmd port 6828; partition
+#   "trays-urgent" (higher PriorityTier, PreemptMode=CANCEL) preempts jobs of "trays".
 # Network: bridge axbtrays0 (10.213.15.1/24) on the host; per node a named network namespace
 #   axbtrayN with a veth pair: host side axbtNh (on the bridge), node side "trayeth0"
 #   (10.213.15.1N/24; the same name on every node, as on a real cluster). Each slurmd runs
@@ -191,7 +192,10 @@ JobAcctGatherFrequency=30
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819
-${node_lines}PartitionName=$PARTITION Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=7-00:00:00 State=UP
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+${node_lines}PartitionName=$PARTITION Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=7-00:00:00 State=UP PriorityTier=1
+PartitionName=$PARTITION-urgent Nodes=$(IFS=,; echo "${NODES[*]}") MaxTime=1:00:00 State=UP PriorityTier=2
 EOF
 )
 if [[ ! -f $CONF ]] || [[ $(cat "$CONF") != "$want_conf" ]]; then

@@ -195,6 +195,9 @@ class TopologySpec(BaseModel):
     """Allocation time limit, minutes (at least 2: submitit's 90 s warning signal)."""
     queue_deadline_s: float | None = Field(None, gt=0)
     """Cancel the gate if the allocation has not started after this many seconds."""
+    resubmit_on_preemption: bool = False
+    """When Slurm preempts the allocation, fail this gate and queue a copy once (a new gate:
+    its own allocation, runs and verdict; runs of two allocations are never judged together)."""
     preamble: bool = True
     """Compute the launch preamble (socket interface, raw-IP ``MASTER_ADDR``) for every
     step. ``false`` only to diagnose: ``MASTER_ADDR`` is then node 0's hostname and no

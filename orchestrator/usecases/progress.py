@@ -281,6 +281,12 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
         for run in sorted(gate.runs, key=lambda r: r.order):
             _ingest_run(session, gate, run, paths)
         _apply_driver_state(session, gate, status, job_state, executor)
+    if gate.status == "failed" and job_state is not None and base_state(job_state.state) == "PREEMPTED":
+        from orchestrator.usecases.preemption import resubmit_preempted
+
+        if (new := resubmit_preempted(session=session, gate=gate)) is not None:
+            gate.status_reason = (f"{gate.status_reason}; resubmitted once as gate {new.id} (its own "
+                                  "allocation and verdict: this gate's runs are not judged with it)")
     _finish_runs(gate)
     session.flush()
     return gate

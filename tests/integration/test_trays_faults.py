@@ -18,6 +18,7 @@ from health.preamble import derive_master_port
 from orchestrator.db.models import Allocation, Gate
 from orchestrator.executors.plan import GatePaths, read_json
 from orchestrator.runtime.gates import dispatch_pass
+from orchestrator.usecases import gates as use_cases
 from tests.factories import HARNESS, harness_gate, open_ledger, submit
 from tests.integration.test_trays_gate import tiny_two_node, wait_gate
 from tests.integration.trays import IFNAME, NETNS, procs_in_netns, require_trays, wait_until
@@ -198,3 +199,36 @@ def test_scancel_outside_axbgate_cancels_the_gate_naming_who(ledger):
         f"allocation job {gate.job_ref} was cancelled by root (uid 0: an administrator or Slurm "
         "itself) (Slurm CANCELLED) (driver: allocation received SIGTERM)"), gate.status_reason
     wait_until("nothing left on either tray", lambda: not _leftovers(str(HARNESS)), timeout_s=60)
+
+
+def test_preempted_gate_is_resubmitted_once_as_a_new_gate(ledger):
+    """A job of partition trays-urgent (higher PriorityTier, PreemptMode=CANCEL) preempts
+    the gate's allocation: Slurm says PREEMPTED, the gate fails saying so, and one copy is
+    queued as a new gate with fresh runs."""
+    engine, settings = ledger
+    gate_in = harness_gate(executor="slurm", topology={"nodes": 2, "ntasks_per_node": 1, "time_limit_min": 5,
+                                                       "resubmit_on_preemption": True}, run_timeout_s=600)
+    gate_in.control.env["HARNESS_FAULT"] = "hang"
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    wait_gate(engine, settings, gate_id, until=("running",), timeout_s=120)
+    urgent = subprocess.run(["sbatch", "--parsable", "-p", "trays-urgent", "-N2", "-n4", "--wrap", "sleep 1"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    gate = wait_gate(engine, settings, gate_id, timeout_s=120)
+    assert gate.status == "failed"
+    assert f"allocation job {gate.job_ref} was preempted by a higher-priority job (Slurm PREEMPTED)" \
+        in gate.status_reason, gate.status_reason
+    assert gate.status_reason.endswith("; resubmitted once as gate 2 (its own allocation and verdict: "
+                                       "this gate's runs are not judged with it)")
+    with Session(engine) as session:
+        first, second = session.get(Gate, gate_id), session.get(Gate, 2)
+        assert second.status == "queued" and second.job_ref is None
+        assert second.topology_request["resubmit_on_preemption"] is False
+        assert second.control_spec == first.control_spec and second.run_pattern == first.run_pattern
+        assert [(r.order, r.role, r.status) for r in sorted(second.runs, key=lambda r: r.order)] == [
+            (0, "A", "pending"), (1, "X", "pending"), (2, "B", "pending")]
+        assert not {r.id for r in first.runs} & {r.id for r in second.runs}
+        assert not second.verdicts and first.allocation_id is not None
+        use_cases.cancel_gate(session=session, gate_id=2, reason="test over")
+        session.commit()
+    assert wait_until("the urgent job to end", lambda: _sacct_state(urgent) == "COMPLETED", timeout_s=60)
