@@ -118,10 +118,12 @@ class SchedulerCache:
             now = time.time() if now is None else now
             data = self._load()
             jobs, wanted = data["jobs"], data["wanted"]
-            for job_id in job_ids:
-                wanted[job_id] = now
             for job_id in [j for j, t in wanted.items() if now - t > _WANTED_TTL_S]:
                 del wanted[job_id]
+            for job_id in job_ids:
+                if job_id not in wanted:  # asked again after a while: never trust an old answer
+                    jobs.pop(job_id, None)  # (a cluster set up afresh reuses job ids)
+                wanted[job_id] = now
             for job_id in [j for j, v in jobs.items() if now - v.get("t", 0) > _KEEP_ENDED_S]:
                 del jobs[job_id]
             open_ids = [j for j in wanted if base_state(jobs.get(j, {}).get("state", "")) not in END_STATES]
