@@ -1,7 +1,8 @@
 """Record-contract parser: lines in, records out (pure, streaming).
 
 Reads the product dialect (``AXBGATE_STEP``, ``AXBGATE_TIMING``, ``AXBGATE_RESULT``,
-``AXBGATE_PROVENANCE``, ``AXBGATE_HEALTH``, ``AXBGATE_ALLOCATION``) and every variant of
+``AXBGATE_PROVENANCE``, ``AXBGATE_HEALTH``, ``AXBGATE_ALLOCATION``, ``AXBGATE_SEMANTICS``) and
+every variant of
 the LTX-2 MFU harness dialect (``BF16_STEP``, ``BF16_TIMING``, ``BF16_RESULT``,
 ``BF16_SEMANTICS``, ``HEALTH_GATE``, plus its informational ``BF16_SETUP``,
 ``BF16_BUCKET_PLAN``, ``BF16_FSDP_KNOBS``, ``BF16_COMPILE_MODE``, ``BF16_VARIANT`` and
@@ -36,6 +37,7 @@ from orchestrator.domain.record_limits import (
     MAX_RETAINED_RECORD_BYTES,
     load_record_json,
 )
+from orchestrator.domain.record_semantics import harness_semantics, parse_semantics
 from orchestrator.domain.record_types import HealthRecord, ParsedLog, StepRecord, StepSeries
 
 __all__ = [
@@ -60,6 +62,7 @@ RECORD_PREFIXES = (
     "AXBGATE_HEALTH",
     "AXBGATE_ALLOCATION",
     "AXBGATE_TIMELINE",
+    "AXBGATE_SEMANTICS",
     "BF16_STEP",
     "BF16_TIMING",
     "BF16_RESULT",
@@ -294,7 +297,13 @@ class RecordParser:
                                if k != "v" and isinstance(v, (int, float)) and not isinstance(v, bool)}
         elif kind == "ALLOCATION":
             parsed.allocation = parse_allocation(obj, line_no)
-        else:  # BF16_SEMANTICS and the harness's informational records
+        elif kind == "SEMANTICS":
+            if parsed.semantics is not None and not harness:
+                raise RecordError(line_no, f"second {prefix} record (one per run)")
+            if harness:  # kept whole as before, and read into the stored form
+                parsed.provenance[prefix.lower()] = obj
+            parsed.semantics = harness_semantics(obj) if harness else parse_semantics(obj, line_no)
+        else:  # the harness's informational records
             parsed.provenance[prefix.lower()] = obj
         return None
 

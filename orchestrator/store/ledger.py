@@ -1,7 +1,8 @@
 """Read-side queries of the decision ledger: filtered gate pages, eligibility, history.
 
-A gate's *effective decision* is its newest recorded decision, else its primary timing
-verdict (DESIGN.md section 1). Filters and ordering run in SQL on both backends; the
+A gate's *effective decision* is its newest recorded decision, else the decision its
+newest semantic verdict combined (``reject (semantics)``, ``not comparable``, or the timing
+verdict), else its primary timing verdict (DESIGN.md section 1; issue 19). Filters and ordering run in SQL on both backends; the
 page is loaded with one query plus one count.
 """
 
@@ -12,9 +13,17 @@ import datetime as dt
 from collections.abc import Sequence
 
 from sqlalchemy import Select, String, and_, cast, func, or_, select
-from sqlalchemy.orm import Session, aliased, defer
+from sqlalchemy.orm import Session, aliased, defer, selectinload
 
-from orchestrator.db.models import Allocation, Artifact, Decision, Gate, TrackedRepository, Verdict
+from orchestrator.db.models import (
+    Allocation,
+    Artifact,
+    Decision,
+    Gate,
+    SemanticVerdict,
+    TrackedRepository,
+    Verdict,
+)
 
 __all__ = [
     "GateQuery",
@@ -71,9 +80,16 @@ def _base_select():
         .outerjoin(newest, newest.c.gate_id == Gate.id)
         .outerjoin(dec, dec.id == newest.c.decision_id)
         .outerjoin(alloc, alloc.id == Gate.allocation_id)
-        .options(defer(Gate.recipe), defer(Gate.policy_params))
+        .options(defer(Gate.recipe), defer(Gate.policy_params), selectinload(Gate.semantic_verdicts))
     )
     return stmt, ver, dec, alloc
+
+
+def _effective_decision(ver, dec) -> object:
+    """SQL expression of the effective decision (module docstring)."""
+    semantic = (select(SemanticVerdict.decision).where(SemanticVerdict.gate_id == Gate.id)
+                .order_by(SemanticVerdict.id.desc()).limit(1).correlate(Gate).scalar_subquery())
+    return func.coalesce(dec.decision, semantic, ver.verdict)
 
 
 def _eligible(alloc) -> object:
@@ -87,7 +103,7 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
     if query.verdict is not None:
         conds.append(ver.verdict == query.verdict)
     if query.decision is not None:
-        conds.append(func.coalesce(dec.decision, ver.verdict) == query.decision)
+        conds.append(_effective_decision(ver, dec) == query.decision)
     if query.kind is not None:
         conds.append(Gate.kind == query.kind)
     if query.tag is not None:
@@ -202,7 +218,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
         .join(alloc, alloc.id == Gate.allocation_id)
         .outerjoin(newest, newest.c.gate_id == Gate.id)
         .outerjoin(dec, dec.id == newest.c.decision_id)
-        .where(_eligible(alloc), func.coalesce(dec.decision, ver.verdict) == "accept")
+        .where(_eligible(alloc), _effective_decision(ver, dec) == "accept")
     )
     return [tuple(r) for r in session.execute(stmt).all()]
 
@@ -210,7 +226,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
 def eligible_accepted_rows(*, session: Session) -> list[LedgerRow]:
     """Return every baseline-eligible gate whose effective decision is ``accept``."""
     stmt, ver, dec, alloc = _base_select()
-    stmt = stmt.where(_eligible(alloc), func.coalesce(dec.decision, ver.verdict) == "accept")
+    stmt = stmt.where(_eligible(alloc), _effective_decision(ver, dec) == "accept")
     return [tuple(r) for r in session.execute(stmt.order_by(Gate.id)).all()]  # type: ignore[misc]
 
 

@@ -97,7 +97,9 @@ def _resolve_side(gate_in: GateCreate, side: str) -> dict[str, Any]:
         # A pinned SHA must exist too: fail now, not on the allocation.
         if _resolve(src.repo, src.sha, side, "sha") != src.sha:
             raise ValidationFailed(f"{side}.source.sha", f"{src.sha} does not name a commit")
-    if src.repo is None:
+    if src.repo is None and gate_in.workload.recipe is not None:
+        # The bundled trainer is axbgate's own code: its commit is the workload's source.
+        # An external command's code is unknown without a repo: no commit is recorded.
         sha, dirty = project_source_state()
         data["source"]["sha"] = sha
         data["source"]["dirty"] = dirty
@@ -279,7 +281,8 @@ def record_decision(
         decided_by: The identity recording it: the API token's name or the embedded
             CLI's OS user, never a name the client chose.
         decision: One of :data:`DECISIONS`.
-        reason: Why; required when it differs from the timing verdict.
+        reason: Why; required when it differs from the gate's own decision (the timing
+            verdict combined with the semantic verdict, e.g. ``reject (semantics)``).
         note: Free text the client added.
         token_id: The API token used (``None`` for the embedded CLI).
 
@@ -294,8 +297,12 @@ def record_decision(
     if not decided_by.strip():
         raise ValidationFailed("decided_by", "must name who decided")
     primary = next((v for v in reversed(gate.verdicts) if v.is_primary), None)
-    if not reason.strip() and (primary is None or primary.verdict != decision):
-        raise ValidationFailed("reason", "a decision that differs from the timing verdict needs a reason")
+    automatic = primary.verdict if primary is not None else None
+    if gate.semantic_verdicts and gate.semantic_verdicts[-1].decision:
+        automatic = gate.semantic_verdicts[-1].decision  # timing and semantics combined
+    if not reason.strip() and (automatic or "").removesuffix(" (semantics)") != decision:
+        raise ValidationFailed("reason", f"a decision that differs from the gate's decision "
+                                         f"({automatic or 'none'}: timing and semantics) needs a reason")
     if gate.status not in TERMINAL_GATE_STATUSES:
         raise Conflict(f"gate {gate_id} is {gate.status}; decide once it has finished")
     if gate.status != "succeeded" and decision not in ("reject", "rerun"):

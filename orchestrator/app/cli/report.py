@@ -94,9 +94,55 @@ def ledger_markdown(
     return "\n".join(out) + "\n"
 
 
+def _interval(numbers: dict[str, Any]) -> str:
+    """The delta's confidence interval in percent, ``[low, high] %``, or ``-``."""
+    low, high = numbers.get("ci_low_pct"), numbers.get("ci_high_pct")
+    if low is None or high is None:
+        return "-"
+    return f"[{_f(low, '+.3f')}, {_f(high, '+.3f')}] %"
+
+
+def _disagreement(verdicts) -> str:
+    """A warning line when the policies of one gate reach different verdicts, else ``""``."""
+    if len({v.verdict for v in verdicts}) < 2:
+        return ""
+    primary = next((v for v in verdicts if v.is_primary), verdicts[0])
+    named = ", ".join(f"{v.policy}={v.verdict}" for v in sorted(verdicts, key=lambda v: not v.is_primary))
+    return (f"**Policies disagree:** {named}. The primary policy ({primary.policy}) decides; "
+            "re-run with a longer pattern or more measured steps before adopting.")
+
+
+def semantic_lines(view: GateViewPublic) -> list[str]:
+    """The semantic verdict next to the timing verdict: status, reason, floor, findings."""
+    sem = view.semantic_verdict
+    if sem is None:
+        return []
+    n = sem.numbers
+    out = [f"**Semantics:** {sem.status}. {n.get('reason', '')}"]
+    floor = n.get("floor") or {}
+    if floor:
+        out.append(
+            f"- control floor (A vs B): {'bitwise equal' if floor.get('deterministic') else 'not bitwise equal'}; "
+            f"loss {_f(floor.get('loss_rel'), '.3g')}, grad norm {_f(floor.get('grad_norm_rel'), '.3g')} "
+            f"(relative, over {floor.get('num_steps_compared', '-')} steps); tolerance loss "
+            f"{_f(floor.get('loss_tolerance_rel'), '.3g')}, grad norm {_f(floor.get('grad_norm_tolerance_rel'), '.3g')}"
+            + (f"; probe at step {floor['probe_step']}: {floor.get('probe_tensors')} tensors"
+               if floor.get("probe_compared") else ""))
+    batch = n.get("batch") or {}
+    if batch:
+        out.append(f"- samples per step: control {batch.get('control', {}).get('samples_per_step')}, "
+                   f"candidate {batch.get('candidate', {}).get('samples_per_step')}"
+                   + (" (batch change declared: timing compared per sample)" if batch.get("declared") else ""))
+    for finding in (n.get("findings") or [])[:10]:
+        where = f" at step {finding['step']}" if finding.get("step") is not None else ""
+        out.append(f"- {finding.get('kind')}: {finding.get('quantity')}{where}: control "
+                   f"{finding.get('control')}, candidate {finding.get('candidate')}")
+    return out + [""]
+
+
 def gate_markdown(view: GateViewPublic) -> str:
     """Render one gate (medians, deltas, drift, MFU, verdicts, hashes) as Markdown."""
-    g, s = view.gate, view.summary
+    g, s = view, view.summary
     out = [f"## Gate #{g.id}: {g.title or '(untitled)'}", ""]
     out.append(
         f"{g.kind}, pattern `{g.run_pattern}`, {g.num_warmup_steps} warmup + "
@@ -119,24 +165,25 @@ def gate_markdown(view: GateViewPublic) -> str:
         )
     )
     out.append("")
-    out.append(
-        _table(
-            ["policy", "verdict", "midpoint", "delta", "drift", "threshold", "MFU pts"],
-            [
-                [v.policy + (" (primary)" if v.is_primary else ""), v.verdict,
-                 _f(v.numbers.get("midpoint_s"), ".3f", 1000.0, " ms"),
-                 f"{_f(v.numbers.get('delta_ms'), '+.3f', 1.0, ' ms')} "
-                 f"({_f(v.numbers.get('delta_pct'), '+.3f', 1.0, ' %')})",
-                 _f(v.numbers.get("drift_pct"), ".3f", 1.0, " %"),
-                 _f(v.numbers.get("threshold_pct"), ".3f", 1.0, " %"),
-                 _f(v.numbers.get("mfu_points"), "+.2f")]
-                for v in g.verdicts
-            ],
-        )
-    )
+    out.append(_table(
+        ["policy", "verdict", "midpoint", "delta", "interval", "drift", "threshold", "MFU pts", "reason"],
+        [[v.policy + (" (primary)" if v.is_primary else ""), v.verdict,
+          _f(v.numbers.get("midpoint_s"), ".3f", 1000.0, " ms"),
+          f"{_f(v.numbers.get('delta_ms'), '+.3f', 1.0, ' ms')} "
+          f"({_f(v.numbers.get('delta_pct'), '+.3f', 1.0, ' %')})",
+          _interval(v.numbers), _f(v.numbers.get("drift_pct"), ".3f", 1.0, " %"),
+          _f(v.numbers.get("threshold_pct"), ".3f", 1.0, " %"), _f(v.numbers.get("mfu_points"), "+.2f"),
+          v.numbers.get("reason") or ""]
+         for v in sorted(g.verdicts, key=lambda v: not v.is_primary)],
+    ))
     out.append("")
+    disagreement = _disagreement(g.verdicts)
+    if disagreement:
+        out += [disagreement, ""]
+    out += semantic_lines(view)
     decision = s.decision or "-"
-    out.append(f"**Decision:** {decision}" + ("" if s.decision_recorded else " (timing verdict)"))
+    basis = " (timing verdict and semantics)" if view.semantic_verdict else " (timing verdict)"
+    out.append(f"**Decision:** {decision}" + ("" if s.decision_recorded else basis))
     for d in view.decisions:
         out.append(f"- {d.created_at:%Y-%m-%d %H:%M} {d.decided_by}: {d.decision}. {d.reason}"
                    + (f" (note: {d.note})" if d.note else ""))
