@@ -47,7 +47,7 @@ def link_pairs(num_nodes: int) -> list[tuple[int, int]]:
 
 
 def measure_links(*, rank: int, ranks_per_node: int, num_nodes: int, hosts: Sequence[str],
-                  nbytes: int = LINK_BYTES, iters: int = 3) -> list[dict[str, Any]]:
+                  device: Any = None, nbytes: int = LINK_BYTES, iters: int = 3) -> list[dict[str, Any]]:
     """Time every directed link of :func:`link_pairs`; every rank must call this.
 
     Args:
@@ -55,6 +55,8 @@ def measure_links(*, rank: int, ranks_per_node: int, num_nodes: int, hosts: Sequ
         ranks_per_node: Ranks per node.
         num_nodes: Nodes.
         hosts: Host name of each node, node order.
+        device: Where the buffers live: the rank's device (CUDA under NCCL, so the GPU
+            fabric is what is timed), CPU by default (gloo).
         nbytes: Bytes per transfer.
         iters: Timed transfers per link (after one untimed).
 
@@ -65,8 +67,10 @@ def measure_links(*, rank: int, ranks_per_node: int, num_nodes: int, hosts: Sequ
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
 
-    buf = torch.zeros(nbytes, dtype=torch.uint8)
-    ack = torch.zeros(1, dtype=torch.uint8)
+    device = device if device is not None else torch.device("cpu")
+    buf = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+    ack = torch.zeros(1, dtype=torch.uint8, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
     out = []
     for src, dst in link_pairs(num_nodes):
         s, d = src * ranks_per_node, dst * ranks_per_node
@@ -76,6 +80,7 @@ def measure_links(*, rank: int, ranks_per_node: int, num_nodes: int, hosts: Sequ
                 t0 = time.perf_counter()
                 dist.send(buf, d)
                 dist.recv(ack, d)
+                sync(device)  # NCCL returns before the transfer ends
                 if i:
                     times.append(time.perf_counter() - t0)
             sec = min(times)

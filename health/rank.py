@@ -254,7 +254,8 @@ def run_rank(plan: RankPlan, on_hang: Callable[[HangRecord], None] | None = None
         hosts: list[Any] = [None] * plan.world_size
         dist.all_gather_object(hosts, plan.host, group=ctx["objects"])
         mine = measure_links(rank=plan.rank, ranks_per_node=plan.local_world_size,
-                             num_nodes=plan.num_nodes, hosts=hosts[::plan.local_world_size])
+                             num_nodes=plan.num_nodes, hosts=hosts[::plan.local_world_size],
+                             device=device)
         got: list[Any] = [None] * plan.world_size
         dist.all_gather_object(got, mine, group=ctx["objects"])
         state.data["links"] = [x for per_rank in got for x in per_rank or ()]
