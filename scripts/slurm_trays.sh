@@ -128,6 +128,9 @@ if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add "$BRIDGE" type bridge
 fi
 ip addr replace "$SUBNET.1/24" dev "$BRIDGE"
+# Bridged traffic between the trays never goes through iptables (br_netfilter may be loaded
+# and a FORWARD policy of DROP, e.g. from a docker daemon, would cut the trays apart).
+ip link set "$BRIDGE" type bridge nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0 2>/dev/null || true
 ip link set "$BRIDGE" up
 for i in "${!NODES[@]}"; do
     ns=axbtray$((i + 1)); host_if=axbt$((i + 1))h; addr=$SUBNET.1$((i + 1))
