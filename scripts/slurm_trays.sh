@@ -256,4 +256,4 @@ AXBGATE_TRAYS_IFNAME=$NODE_IF
 AXBGATE_TRAYS_NETNS=$(printf 'axbtray%s,' $(seq 1 ${#NODES[@]}) | sed 's/,$//')
 EOF
 mv -f "$ENV_FILE.tmp" "$ENV_FILE"
-log "trays cluster up: $(sinfo -h -N -o '%N=%T' | tr '\n' ' ')(SLURM_CONF=$CONF)"
+log "trays cluster up: $(sinfo -h -N -p "$PARTITION" -o '%N=%T' | tr '\n' ' ')(SLURM_CONF=$CONF)"
