@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -86,11 +87,22 @@ def _wait_gate(client: httpx.Client, gate_id: int, timeout_s: float = 300.0) -> 
         time.sleep(1.0)
 
 
+def _host_cluster() -> str:
+    """ClusterName of the host's default Slurm cluster (/etc/slurm/slurm.conf)."""
+    for line in Path("/etc/slurm/slurm.conf").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "clustername":
+            return value.strip()
+    raise AssertionError("/etc/slurm/slurm.conf names no ClusterName")
+
+
 def _sacct_user(job_id: str, timeout_s: float = 60.0) -> str:
     """The account Slurm ran the job as, from the HOST's accounting (polled: slurmdbd lags)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "User", "-j", job_id],
+        # The trays cluster shares this slurmdbd and numbers its jobs from 1 too: name the
+        # host cluster explicitly, never rely on sacct's default.
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "User", "-M", _host_cluster(), "-j", job_id],
                              capture_output=True, text=True, check=False).stdout.split()
         if out or time.monotonic() > deadline:
             return out[0] if out else ""
