@@ -23,6 +23,9 @@ class DriftPointPublic(BaseModel):
     """Sum of the re-gate deltas since the first point, percent: the allocation-
     independent drift estimate."""
     verdict: str | None
+    adopted: bool = True
+    """The candidate became the measured head (pass or improvement); a regression's
+    candidate is measured but never adopted."""
 
 
 class DriftSegmentPublic(BaseModel):

@@ -305,6 +305,9 @@ class RepoEventPublic(BaseModel):
     alert: bool
     message: str
     created_at: dt.datetime
+    acknowledged_at: dt.datetime | None = None
+    """When a person acknowledged this alert; None while it is open."""
+    acknowledged_by: str | None = None
 
 
 class BisectionPublic(BaseModel):
@@ -374,6 +377,11 @@ class RepoViewPublic(BaseModel):
     bisections: list[BisectionPublic]
     deliveries: list[WebhookDeliveryPublic]
     gate_ids_in_flight: list[int]
+    commit_subjects: dict[str, str] = {}
+    """First line of the message of each commit shown (events, bisections), when readable."""
+    bisection_warnings: list[str] = []
+    """Bisections of one regression (overlapping commit ranges) that named different
+    first bad commits."""
 
 
 class CheckResultPublic(BaseModel):

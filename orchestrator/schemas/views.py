@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.domain.secrets import mask_env, mask_override
 from orchestrator.schemas.gates import GatePublic, RunPublic
+from orchestrator.schemas.verdicts import VerdictBriefPublic
 
 __all__ = [
     "AllocationPublic",
@@ -182,6 +183,10 @@ class GateSummaryPublic(BaseModel):
     """True when a person recorded the decision (not defaulted from the verdict)."""
     baseline_eligible: bool = False
     """Succeeded on an allocation whose health verdict is ``healthy``."""
+    verdicts: list[VerdictBriefPublic] = []
+    """Every policy's verdict, primary first (the campaign rule ``drift`` among them)."""
+    policies_disagree: bool = False
+    """True when another policy's verdict differs from the primary one."""
 
 
 class GateSummariesPublic(BaseModel):
@@ -250,6 +255,8 @@ class DecisionPublic(BaseModel):
     note: str = ""
     token_id: int | None = None
     """The API token used, ``None`` for the embedded CLI."""
+    rerun_gate_id: int | None = None
+    """The gate a ``rerun`` decision queued (same request, fresh allocation)."""
     created_at: dt.datetime
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "eligible_accepted_rows",
     "family_rows",
     "gate_row",
+    "history_rows",
     "list_gate_rows",
 ]
 
@@ -231,3 +232,36 @@ def artifacts_of_gate(*, session: Session, gate: Gate) -> list[Artifact]:
     if gate.allocation_id is not None:
         conds.append(Artifact.allocation_id == gate.allocation_id)
     return list(session.scalars(select(Artifact).where(or_(*conds)).order_by(Artifact.id)))
+
+
+def history_rows(*, session: Session, family: str | None = None, recipe: str | None = None,
+                 topology: str | None = None, limit: int = 1000) -> list[tuple]:
+    """Light rows of succeeded gates with a primary verdict, newest first, for the history
+    plot: ``(gate_id, created_at, title, verdict, midpoint_s, candidate_s, delta_pct,
+    drift_pct, threshold_pct)`` (seconds and percent, from the primary verdict's numbers).
+
+    Args:
+        session: Open session.
+        family: Only gates of this family.
+        recipe: Only gates of this bundled recipe name.
+        topology: Only gates whose allocation has this topology string.
+        limit: Newest gates returned at most.
+    """
+    ver = aliased(Verdict, name="ver")
+    alloc = aliased(Allocation, name="alloc")
+    stmt = (
+        select(Gate.id, Gate.created_at, Gate.title, ver.verdict,
+               ver.numbers["midpoint_s"].as_float(), ver.numbers["candidate_s"].as_float(),
+               ver.numbers["delta_pct"].as_float(), ver.numbers["drift_pct"].as_float(),
+               ver.numbers["threshold_pct"].as_float())
+        .join(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
+        .where(Gate.status == "succeeded")
+    )
+    if family is not None:
+        stmt = stmt.where(Gate.family == family)
+    if recipe is not None:
+        stmt = stmt.where(Gate.recipe_name == recipe)
+    if topology is not None:
+        stmt = stmt.join(alloc, alloc.id == Gate.allocation_id).where(alloc.topology == topology)
+    stmt = stmt.order_by(Gate.created_at.desc(), Gate.id.desc()).limit(limit)
+    return [tuple(r) for r in session.execute(stmt).all()]

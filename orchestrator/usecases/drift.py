@@ -103,7 +103,8 @@ def drift_of_repository(*, session: Session, repo_id: int) -> DriftPublic:
         cumulative[ev.candidate_sha] = cum
         points.append(DriftPointPublic(gate_id=ev.gate_id, sha=ev.candidate_sha, created_at=ev.created_at,
                                        median_s=ev.candidate_median_s, delta_pct=ev.delta_pct,
-                                       cumulative_delta_pct=cum, verdict=ev.verdict))
+                                       cumulative_delta_pct=cum, verdict=ev.verdict,
+                                       adopted=ev.kind != "regression"))
     cps = detect_change_points([p.median_s for p in points], tolerance_pct=repo.tolerance_pct)
     flagged, notes = False, []
     for start, end, _mean, shift in cps.segments[1:]:

@@ -37,6 +37,7 @@ from orchestrator.schemas.views import (
     VerdictPreviewCreate,
 )
 from orchestrator.store.ledger import GateQuery, LedgerRow
+from orchestrator.usecases.verdict_briefs import attach_verdicts
 
 __all__ = [
     "DEFAULT_STEPS_PAGE",
@@ -149,7 +150,9 @@ def list_gates(*, session: Session, filters: GateFilters) -> GateSummariesPublic
     rows, count = store.ledger.list_gate_rows(
         session=session, query=query, skip=filters.skip, limit=filters.limit
     )
-    return GateSummariesPublic(data=[_summary(r) for r in rows], count=count)
+    data = [_summary(r) for r in rows]
+    attach_verdicts(session=session, summaries=data)
+    return GateSummariesPublic(data=data, count=count)
 
 
 def _artifact_public(artifact: Artifact) -> ArtifactPublic:
@@ -201,16 +204,19 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
     gate, _ver, _dec, alloc = row
     # Per-step records stay on GET /runs/{id} (paged); the times are in the list.
     runs = [_run_detail(session, r) for r in gate.runs]
+    summary = _summary(row)
+    history = [_summary(r) for r in store.ledger.family_rows(session=session, gate=gate)]
+    attach_verdicts(session=session, summaries=[summary, *history])
     return GateViewPublic(
         gate=GatePublic.model_validate(gate),
-        summary=_summary(row),
+        summary=summary,
         runs=runs,
         allocation=_allocation_public(alloc) if alloc is not None else None,
         decisions=[DecisionPublic.model_validate(d) for d in gate.decisions],
         artifacts=[
             _artifact_public(a) for a in store.ledger.artifacts_of_gate(session=session, gate=gate)
         ],
-        family_history=[_summary(r) for r in store.ledger.family_rows(session=session, gate=gate)],
+        family_history=history,
     )
 
 
