@@ -51,6 +51,7 @@ def acknowledge_alert(*, session: Session, event_id: int, acknowledged_by: str) 
         event.acknowledged_at = dt.datetime.now(dt.timezone.utc)
         event.acknowledged_by = acknowledged_by
         session.flush()
+        session.refresh(event)  # the stored value (the same on every backend and every read)
         logger.info("alert event=%s acknowledged by %s", event_id, acknowledged_by)
     repo = store.repos.get_repo(session=session, repo_id=event.repository_id)
     return _public(event, repo)
