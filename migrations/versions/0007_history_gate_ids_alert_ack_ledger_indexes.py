@@ -5,8 +5,8 @@
 * ``repo_events.acknowledged_at`` / ``acknowledged_by``: an alert acknowledged on the
   alerts page (issue 17); NULL means open.
 * ``decisions.rerun_gate_id``: the gate a ``rerun`` decision queued.
-* ``ix_verdicts_gate_id_is_primary`` and ``ix_gates_created_at_id``: the ledger page's join
-  to the primary verdict and its newest-first order at 100,000 gates
+* ``ix_verdicts_verdict_is_primary`` and ``ix_gates_created_at_id``: the stopping points'
+  accepted gates and the ledger's newest-first order at 100,000 gates
   (``benchmarks/ledger_page.py``).
 
 Revision ID: 0007
@@ -41,13 +41,13 @@ def upgrade() -> None:
         batch_op.create_foreign_key(batch_op.f("fk_decisions_rerun_gate_id_gates"), "gates",
                                     ["rerun_gate_id"], ["id"], ondelete="SET NULL")
     with op.batch_alter_table("verdicts", schema=None) as batch_op:
-        batch_op.create_index("ix_verdicts_gate_id_is_primary", ["gate_id", "is_primary"],
+        batch_op.create_index("ix_verdicts_verdict_is_primary", ["verdict", "is_primary"],
                               unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("verdicts", schema=None) as batch_op:
-        batch_op.drop_index("ix_verdicts_gate_id_is_primary")
+        batch_op.drop_index("ix_verdicts_verdict_is_primary")
     with op.batch_alter_table("decisions", schema=None) as batch_op:
         batch_op.drop_constraint(batch_op.f("fk_decisions_rerun_gate_id_gates"), type_="foreignkey")
         batch_op.drop_column("rerun_gate_id")

@@ -339,4 +339,4 @@ class Decision(Base):
 
 Index("ix_runs_status", Run.status)
 Index("ix_gates_created_at_id", Gate.created_at, Gate.id)
-Index("ix_verdicts_gate_id_is_primary", Verdict.gate_id, Verdict.is_primary)
+Index("ix_verdicts_verdict_is_primary", Verdict.verdict, Verdict.is_primary)

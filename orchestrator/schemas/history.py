@@ -41,6 +41,6 @@ class GateHistoryPublic(BaseModel):
     num_shown: int
     limit: int
     change_points: list[int]
-    """Indices into ``points`` where the control midpoint's mean shifts (PELT, see
-    :mod:`orchestrator.usecases.drift`)."""
+    """Indices into ``points`` where the control midpoint's mean shifts (binary
+    segmentation, see :mod:`orchestrator.usecases.drift`)."""
     method: str

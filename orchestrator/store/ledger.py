@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-from sqlalchemy import Select, String, and_, cast, func, or_, select
+from sqlalchemy import Select, String, and_, cast, func, or_, select, union
 from sqlalchemy.orm import Session, aliased, defer
 
 from orchestrator.db.models import Allocation, Artifact, Decision, Gate, TrackedRepository, Verdict
@@ -26,6 +26,7 @@ __all__ = [
     "family_rows",
     "gate_row",
     "history_rows",
+    "ledger_version",
     "list_gate_rows",
 ]
 
@@ -56,13 +57,13 @@ def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _base_select():
-    """Gate joined with its primary verdict, newest decision and allocation."""
-    newest = (
-        select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
-        .group_by(Decision.gate_id)
-        .subquery("newest_decision")
-    )
+def _base_select(gate_ids: Sequence[int] | None = None):
+    """Gate joined with its primary verdict, newest decision and allocation (the newest
+    decision is looked up for ``gate_ids`` only, when given)."""
+    newest_q = select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+    if gate_ids is not None:
+        newest_q = newest_q.where(Decision.gate_id.in_(list(gate_ids)))
+    newest = newest_q.group_by(Decision.gate_id).subquery("newest_decision")
     dec = aliased(Decision, name="dec")
     ver = aliased(Verdict, name="ver")
     alloc = aliased(Allocation, name="alloc")
@@ -129,10 +130,20 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
     return stmt.where(*conds) if conds else stmt
 
 
+def _needs_joins(query: GateQuery) -> bool:
+    """Whether a filter reads the verdict, decision or allocation (else only ``gates``)."""
+    return any(v is not None for v in (query.verdict, query.decision, query.topology,
+                                       query.baseline_eligible))
+
+
 def list_gate_rows(
     *, session: Session, query: GateQuery, skip: int = 0, limit: int = 50
 ) -> tuple[list[LedgerRow], int]:
     """Return one page of ledger rows, newest first, and the total matching count.
+
+    The page's gate ids are found first (on ``gates`` alone unless a filter reads the
+    verdict, decision or allocation; ``ix_gates_created_at_id`` gives the order), then only
+    those rows are joined (a deferred join: 100,000 gates cost an index walk, not a join).
 
     Args:
         session: Open session.
@@ -143,17 +154,23 @@ def list_gate_rows(
     Returns:
         ``(rows, count)``.
     """
-    stmt, ver, dec, alloc = _base_select()
-    stmt = _apply_filters(stmt, query, ver, dec, alloc)
-    count = session.scalar(select(func.count()).select_from(stmt.with_only_columns(Gate.id).subquery()))
-    page = stmt.order_by(Gate.created_at.desc(), Gate.id.desc()).offset(skip).limit(limit)
-    rows = [tuple(r) for r in session.execute(page).all()]
-    return rows, int(count or 0)  # type: ignore[return-value]
+    if _needs_joins(query):
+        stmt, ver, dec, alloc = _base_select()
+        stmt = _apply_filters(stmt.with_only_columns(Gate.id), query, ver, dec, alloc)
+    else:
+        stmt = _apply_filters(select(Gate.id), query, None, None, None)
+    count = session.scalar(select(func.count()).select_from(stmt.subquery()))
+    ids = list(session.scalars(stmt.order_by(Gate.created_at.desc(), Gate.id.desc())
+                               .offset(skip).limit(limit)))
+    rows = all_rows(session=session, gate_ids=ids)
+    position = {gate_id: i for i, gate_id in enumerate(ids)}
+    rows.sort(key=lambda row: position[row[0].id])
+    return rows, int(count or 0)
 
 
 def gate_row(*, session: Session, gate_id: int) -> LedgerRow | None:
     """Return the ledger row of one gate, or ``None``."""
-    stmt, _ver, _dec, _alloc = _base_select()
+    stmt, _ver, _dec, _alloc = _base_select([gate_id])
     row = session.execute(stmt.where(Gate.id == gate_id)).first()
     return tuple(row) if row is not None else None  # type: ignore[return-value]
 
@@ -186,8 +203,16 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
     """Return light tuples of every baseline-eligible gate whose effective decision is
     ``accept``: ``(gate_id, allocation topology, recipe_name, workload, topology_request,
     candidate_s)`` with ``candidate_s`` the primary verdict's candidate median, seconds."""
+    # Only gates accepted by their primary verdict or by some decision can qualify
+    # (ix_verdicts_verdict_is_primary): no join over the whole ledger.
+    cand = union(
+        select(Verdict.gate_id.label("gate_id")).where(Verdict.is_primary.is_(True),
+                                                       Verdict.verdict == "accept"),
+        select(Decision.gate_id.label("gate_id")).where(Decision.decision == "accept"),
+    ).subquery("cand")
     newest = (
         select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+        .where(Decision.gate_id.in_(select(cand.c.gate_id)))
         .group_by(Decision.gate_id)
         .subquery("newest_decision")
     )
@@ -199,6 +224,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
             Gate.id, alloc.topology, Gate.recipe_name, Gate.workload, Gate.topology_request,
             ver.numbers["candidate_s"].as_float(),
         )
+        .join(cand, cand.c.gate_id == Gate.id)
         .join(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
         .join(alloc, alloc.id == Gate.allocation_id)
         .outerjoin(newest, newest.c.gate_id == Gate.id)
@@ -217,7 +243,7 @@ def eligible_accepted_rows(*, session: Session) -> list[LedgerRow]:
 
 def all_rows(*, session: Session, gate_ids: Sequence[int] | None = None) -> list[LedgerRow]:
     """Return ledger rows of every gate (or of ``gate_ids``), oldest first."""
-    stmt, _ver, _dec, _alloc = _base_select()
+    stmt, _ver, _dec, _alloc = _base_select(gate_ids)
     if gate_ids is not None:
         stmt = stmt.where(Gate.id.in_(list(gate_ids)))
     return [tuple(r) for r in session.execute(stmt.order_by(Gate.id)).all()]  # type: ignore[misc]
@@ -247,21 +273,32 @@ def history_rows(*, session: Session, family: str | None = None, recipe: str | N
         topology: Only gates whose allocation has this topology string.
         limit: Newest gates returned at most.
     """
+    ids = select(Gate.id).where(Gate.status == "succeeded")
+    if family is not None:
+        ids = ids.where(Gate.family == family)
+    if recipe is not None:
+        ids = ids.where(Gate.recipe_name == recipe)
+    if topology is not None:
+        ids = ids.join(Allocation, Allocation.id == Gate.allocation_id).where(
+            Allocation.topology == topology)
+    page = ids.order_by(Gate.created_at.desc(), Gate.id.desc()).limit(limit).subquery("page")
     ver = aliased(Verdict, name="ver")
-    alloc = aliased(Allocation, name="alloc")
     stmt = (
         select(Gate.id, Gate.created_at, Gate.title, ver.verdict,
                ver.numbers["midpoint_s"].as_float(), ver.numbers["candidate_s"].as_float(),
                ver.numbers["delta_pct"].as_float(), ver.numbers["drift_pct"].as_float(),
                ver.numbers["threshold_pct"].as_float())
         .join(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
-        .where(Gate.status == "succeeded")
+        .where(Gate.id.in_(select(page.c.id)))
+        .order_by(Gate.created_at.desc(), Gate.id.desc())
     )
-    if family is not None:
-        stmt = stmt.where(Gate.family == family)
-    if recipe is not None:
-        stmt = stmt.where(Gate.recipe_name == recipe)
-    if topology is not None:
-        stmt = stmt.join(alloc, alloc.id == Gate.allocation_id).where(alloc.topology == topology)
-    stmt = stmt.order_by(Gate.created_at.desc(), Gate.id.desc()).limit(limit)
     return [tuple(r) for r in session.execute(stmt).all()]
+
+
+def ledger_version(*, session: Session) -> tuple[int | None, int | None, int | None]:
+    """What changes whenever the stopping-point table can: the newest verdict (a gate
+    finished), decision and allocation ids (primary-key lookups, no scan)."""
+    row = session.execute(select(select(func.max(Verdict.id)).scalar_subquery(),
+                                 select(func.max(Decision.id)).scalar_subquery(),
+                                 select(func.max(Allocation.id)).scalar_subquery())).one()
+    return tuple(row)  # type: ignore[return-value]

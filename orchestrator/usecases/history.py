@@ -4,7 +4,8 @@ Each point is one succeeded gate: its control midpoint with the control band (mi
 (1 +/- drift / 2): the two controls of an A X B lie exactly on its edges), and its
 candidate median. Medians of different gates come from different allocations, so the plot
 shows where the controls wandered; decisions stay same-allocation (DESIGN.md section 2).
-Change points of the midpoints: :func:`orchestrator.usecases.drift.detect_change_points`.
+Change points of the midpoints: :func:`orchestrator.usecases.drift.detect_change_points_binseg`
+(binary segmentation: linear-logarithmic where PELT is quadratic at 100,000 gates).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 from orchestrator import store
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.schemas.history import GateHistoryPointPublic, GateHistoryPublic
-from orchestrator.usecases.drift import METHOD, detect_change_points
+from orchestrator.usecases.drift import BINSEG_METHOD, detect_change_points_binseg
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "gate_history"]
 
@@ -62,7 +63,7 @@ def gate_history(*, session: Session, family: str | None = None, recipe: str | N
     mids = [p.midpoint_s for p in points if _ok(p.midpoint_s)]
     change_points: list[int] = []
     if len(mids) == len(points):
-        change_points = list(detect_change_points(mids, tolerance_pct=tolerance_pct).change_points)
+        change_points = list(detect_change_points_binseg(mids, tolerance_pct=tolerance_pct))
     return GateHistoryPublic(family=family, recipe=recipe, topology=topology,
                              tolerance_pct=tolerance_pct, points=points, num_shown=len(points),
-                             limit=limit, change_points=change_points, method=METHOD)
+                             limit=limit, change_points=change_points, method=BINSEG_METHOD)

@@ -39,17 +39,8 @@ from orchestrator.schemas.views import (
 from orchestrator.store.ledger import GateQuery, LedgerRow
 from orchestrator.usecases.verdict_briefs import attach_verdicts
 
-__all__ = [
-    "DEFAULT_STEPS_PAGE",
-    "decision_index",
-    "get_allocation_view",
-    "get_gate_view",
-    "get_run_view",
-    "list_gates",
-    "preview_verdict",
-    "run_log_path",
-    "stopping_points",
-]
+__all__ = ["DEFAULT_STEPS_PAGE", "decision_index", "get_allocation_view", "get_gate_view",
+           "get_run_view", "list_gates", "preview_verdict", "run_log_path", "stopping_points"]
 
 logger = logging.getLogger(__name__)
 
@@ -298,11 +289,24 @@ def run_log_path(
     return path, _artifact_public(chosen)
 
 
+_POINTS_CACHE: dict[tuple, StoppingPointsPublic] = {}
+
+
 def stopping_points(*, session: Session) -> StoppingPointsPublic:
     """Return the best baseline-eligible accepted gate per topology and recipe.
 
-    Best means the lowest candidate run median; ties go to the newer gate.
+    Best means the lowest candidate run median; ties go to the newer gate. The table is
+    kept per database until :func:`store.ledger.ledger_version` moves (every ledger page
+    shows it; recomputing it costs a pass over the accepted gates).
     """
+    key = (str(session.get_bind().url), store.ledger.ledger_version(session=session))
+    if key not in _POINTS_CACHE:
+        _POINTS_CACHE.clear()
+        _POINTS_CACHE[key] = _stopping_points(session)
+    return _POINTS_CACHE[key].model_copy(deep=True)
+
+
+def _stopping_points(session: Session) -> StoppingPointsPublic:
     groups: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for gate_id, topology, recipe_name, workload, request, candidate_s in (
         store.ledger.eligible_accepted_candidates(session=session)
