@@ -143,7 +143,8 @@ def bench(url: str, label: str, num_gates: int, repeat: int, data_dir: Path) -> 
     with TestClient(app) as client:
         assert client.get("/gates").json()["count"] == num_gates
         for path in ("/ledger", "/ledger?tag=t3", "/ledger?decision=accept&baseline_eligible=true",
-                     "/ledger?q=change%20999&skip=0", f"/ledger?skip={num_gates - 1000}", "/gates",
+                     "/ledger?verdict=inconclusive", "/ledger?q=change%20999&skip=0",
+                     f"/ledger?skip={num_gates - 1000}", "/gates",
                      "/ledger/history?family=family-3", "/ledger/history?recipe=ltx2-full",
                      "/ledger/history?topology=2x4%20GB200%20MNNVL", "/ledger/history",
                      "/ledger/history?limit=10000",

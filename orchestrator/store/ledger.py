@@ -90,6 +90,12 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
         conds.append(ver.verdict == query.verdict)
     if query.decision is not None:
         conds.append(func.coalesce(dec.decision, ver.verdict) == query.decision)
+        # A necessary condition the planner can drive from indexes (ix_verdicts_verdict_is_primary)
+        # instead of joining every gate to its newest decision.
+        conds.append(Gate.id.in_(union(
+            select(Verdict.gate_id).where(Verdict.is_primary.is_(True),
+                                          Verdict.verdict == query.decision),
+            select(Decision.gate_id).where(Decision.decision == query.decision))))
     if query.kind is not None:
         conds.append(Gate.kind == query.kind)
     if query.tag is not None:
@@ -130,10 +136,25 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
     return stmt.where(*conds) if conds else stmt
 
 
-def _needs_joins(query: GateQuery) -> bool:
-    """Whether a filter reads the verdict, decision or allocation (else only ``gates``)."""
-    return any(v is not None for v in (query.verdict, query.decision, query.topology,
-                                       query.baseline_eligible))
+def _id_select(query: GateQuery) -> Select:
+    """``SELECT gates.id`` with the filters, joined only to what they read (the verdict for
+    ``verdict``/``decision``, the newest decision for ``decision``, the allocation for
+    ``topology``/``baseline_eligible``)."""
+    stmt = select(Gate.id)
+    ver = dec = alloc = None
+    if query.verdict is not None or query.decision is not None:
+        ver = aliased(Verdict, name="ver")
+        stmt = stmt.outerjoin(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
+    if query.decision is not None:
+        newest = (select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+                  .group_by(Decision.gate_id).subquery("newest_decision"))
+        dec = aliased(Decision, name="dec")
+        stmt = (stmt.outerjoin(newest, newest.c.gate_id == Gate.id)
+                .outerjoin(dec, dec.id == newest.c.decision_id))
+    if query.topology is not None or query.baseline_eligible is not None:
+        alloc = aliased(Allocation, name="alloc")
+        stmt = stmt.outerjoin(alloc, alloc.id == Gate.allocation_id)
+    return _apply_filters(stmt, query, ver, dec, alloc)
 
 
 def list_gate_rows(
@@ -141,9 +162,9 @@ def list_gate_rows(
 ) -> tuple[list[LedgerRow], int]:
     """Return one page of ledger rows, newest first, and the total matching count.
 
-    The page's gate ids are found first (on ``gates`` alone unless a filter reads the
-    verdict, decision or allocation; ``ix_gates_created_at_id`` gives the order), then only
-    those rows are joined (a deferred join: 100,000 gates cost an index walk, not a join).
+    The page's gate ids are found first (joined only to what the filters read, see
+    :func:`_id_select`; ``ix_gates_created_at_id`` gives the order), then only those rows
+    are joined (a deferred join: 100,000 gates cost an index walk, not a join).
 
     Args:
         session: Open session.
@@ -154,11 +175,7 @@ def list_gate_rows(
     Returns:
         ``(rows, count)``.
     """
-    if _needs_joins(query):
-        stmt, ver, dec, alloc = _base_select()
-        stmt = _apply_filters(stmt.with_only_columns(Gate.id), query, ver, dec, alloc)
-    else:
-        stmt = _apply_filters(select(Gate.id), query, None, None, None)
+    stmt = _id_select(query)
     count = session.scalar(select(func.count()).select_from(stmt.subquery()))
     ids = list(session.scalars(stmt.order_by(Gate.created_at.desc(), Gate.id.desc())
                                .offset(skip).limit(limit)))
