@@ -3,7 +3,7 @@
 # executor at full LTX-2 width (recipe ltx2-bench-h200: d 4096, 4290 video / 1024 text
 # tokens, 8 blocks, local batch 8), compile cache shared across gates (warm after the first).
 # Usage on the device machine, from the repo root, with .whl/ carried:
-#   bash benchmarks/gate_cost_h200.sh PART   (PART = campaign | aa | slow1pct | all)
+#   bash benchmarks/gate_cost_h200.sh PART   (PART = campaign | aa | slow1pct | all | fixed)
 # Writes each gate's JSON export, status.json and run logs (tgz) to $OUT.
 set -euo pipefail
 part=${1:-all}
@@ -39,6 +39,12 @@ case "$part" in aa|all)
 esac
 case "$part" in slow1pct|all)
   gate slow1pct-default "${new[@]}" --candidate-override measure.delay_fraction=0.01 ;;
+esac
+case "$part" in fixed)
+  # Per-run fixed cost and the share of the allocation not measuring at a 60 s window:
+  # A X B under drift (no extension), steady warmup, fork server with pre-imports.
+  gate fixed-window60 --warmup-mode steady --warmup-steps 2 --max-warmup-steps 20 \
+    --measured-seconds "${WINDOW_S:-60}" --policy drift --max-extend 0 ;;
 esac
 python3 - <<'PY'
 import json, os, glob

@@ -145,6 +145,7 @@ def measure(log: Path, db: str, pg_admin: str, profile: bool) -> dict:
     parts = [float(p) for p in wall.split(":")]
     out["process_wall_s"] = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
     out["peak_rss_mb"] = rss_kib / 1024
+    out["stderr_tail"] = proc.stderr[: proc.stderr.find("\tCommand being timed")][-3000:]
     out["cpu_s"] = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", proc.stderr).group(1))
                        for kind in ("User", "System"))
     if profile:
@@ -183,6 +184,10 @@ def main() -> None:
             size = write_log(log, steps)
             for db in args.db:
                 out = measure(log, db, args.pg_admin, args.profile)
+                if out["code"] != 0 or out["view_status"] != 200 or out["num_steps"] != steps:
+                    raise SystemExit(f"{db} {steps}: the import failed (exit {out['code']}, GET /runs/1 "
+                                     f"{out['view_status']}, {out['num_steps']} steps stored):\n"
+                                     f"{out['stderr_tail']}")
                 ok = out["import_s"] <= TARGET_S and out["peak_rss_mb"] <= TARGET_MB
                 print(f"{db:9} {steps:>9} {size / 1e6:>8.1f} {out['import_s']:>9.2f} {out['process_wall_s']:>10.2f} "
                       f"{out['cpu_s']:>7.2f} {out['peak_rss_mb']:>12.1f} {out['view_bytes'] / 1024:>9.1f} KiB {out['view_ms']:>8.0f}  "

@@ -179,6 +179,11 @@ class ParallelConfig(_Section):
     """Dtype of gathered working params and compute (masters stay float32)."""
     reduce_dtype: Literal["bfloat16", "float32"] = "float32"
     """Dtype of gradient reduce-scatter."""
+    master_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Dtype of the registered (master) parameters and hence of the AdamW moments.
+    ``float32`` is DESIGN.md section 8; ``bfloat16`` trains on BF16 masters (less memory
+    and optimizer traffic, different numerics: the semantic gate reports it as a
+    dtype-coverage change)."""
     compile: bool = False
     """Regional torch.compile of each block (never the whole FSDP model)."""
     activation_checkpointing: Literal["none", "full"] = "none"
@@ -221,6 +226,10 @@ class MeasureConfig(_Section):
     delay_fraction: float = Field(0.0, ge=0.0, le=1.0)
     """For validating gates only: after each step, sleep this fraction of the step's own
     time, a calibrated slowdown (0.01 makes every step about 1% longer)."""
+    semantic_probe_step: int | None = Field(0, ge=0)
+    """Optimizer step (0-based, warmup included) at which the ``AXBGATE_SEMANTICS`` probe
+    hashes the root parameters and their pre-clip gradients (one gather of small tensors;
+    step 0 keeps it out of the measured window). None: no probe."""
     profile_dir: str | None = None
     """If set, profile 2 extra steps after the measured ones and write the
     torch.profiler summary table there (rank 0)."""

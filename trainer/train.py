@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from trainer import checkpoint, metrics, records
+from trainer import checkpoint, metrics, records, semantics
 from trainer.config import Recipe
 from trainer.data import RepeatedBatches
 from trainer.flops import flops_per_sample
@@ -125,10 +125,13 @@ def build(recipe: Recipe, d: Dist,
         d: Distributed facts.
 
     Returns:
-        ``(model, optimizer)``; all trainable parameters are float32 DTensor shards.
+        ``(model, optimizer)``; all trainable parameters are DTensor shards of
+        ``parallel.master_dtype`` (float32 unless the recipe declares otherwise).
     """
     with torch.device("meta"):
         model = LTX2VideoTransformer(recipe.model, recipe.data)
+    if recipe.parallel.master_dtype == "bfloat16":  # BF16 masters: moments follow them
+        model.to(torch.bfloat16)
     marks = timeline if timeline is not None else {}
     parallelize(model, recipe.parallel, d.mesh)
     marks["model_sharded_unix"] = time.time()
@@ -174,7 +177,7 @@ def accumulate_grads(model: torch.nn.Module,
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                micro_batches: list[dict[str, torch.Tensor]],
-               max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
+               max_grad_norm: float, on_grads=None) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over the micro-batches.
 
     The clip norm stays a device tensor: the caller reads it on the host only
@@ -185,12 +188,16 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         optimizer: AdamW over the sharded parameters.
         micro_batches: ``grad_accum_steps`` batches.
         max_grad_norm: Clipping threshold (global L2 norm).
+        on_grads: Called with the model after backward, before clipping (the semantic
+            probe); None in every step but the probe step.
 
     Returns:
         ``(loss, grad_norm)``: this rank's mean micro-batch loss and the global
         pre-clip gradient norm, both 0-dim float32 device tensors.
     """
     loss_sum = accumulate_grads(model, micro_batches)
+    if on_grads is not None:
+        on_grads(model)
     params = [p for p in model.parameters() if p.grad is not None]
     grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params], 2.0, foreach=True)
     if hasattr(grad_norm, "full_tensor"):
@@ -211,6 +218,8 @@ class RunLog:
     """Rank-mean loss per step."""
     grad_norm: list[float] = field(default_factory=list)
     """Global gradient norm per step."""
+    probe: dict | None = None
+    """The semantic probe (``trainer.semantics.probe``) at ``measure.semantic_probe_step``."""
 
 
 def _sync(device: torch.device) -> None:
@@ -280,7 +289,11 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
             timeline["first_step_start_unix"] = time.time()
         step_start = time.perf_counter()
         micro = next(batches)
-        loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm)
+        on_grads = None
+        if step == m.semantic_probe_step:
+            def on_grads(mod, at=step):
+                log.probe = semantics.probe(mod, at)
+        loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm, on_grads)
         dist.all_reduce(loss)
         loss_v, norm_v = loss.item() / d.world_size, grad_norm.item()
         logger.info("rank=%d step=%d loss=%.6f grad_norm=%.4f", d.rank, step, loss_v, norm_v)
@@ -416,6 +429,7 @@ def main(recipe: Recipe, timeline: dict[str, float] | None = None) -> int:
         per_rank = gather_step_times(log.step_s, d)
         slowest = metrics.slowest_rank(per_rank)
         memory = _peak_memory(d)
+        coverage = semantics.dtype_coverage(model, optimizer, recipe.parallel.master_dtype)
         if d.rank == 0:
             for i, s in enumerate(slowest):
                 records.emit("AXBGATE_STEP", {
@@ -426,6 +440,8 @@ def main(recipe: Recipe, timeline: dict[str, float] | None = None) -> int:
                 "slowest_rank_step_s": slowest, "num_warmup_steps": num_warmup,
                 "num_measured_steps": num_measured, "per_rank_step_s": per_rank,
                 "warmup_rule": _warmup_rule(recipe)})
+            records.emit("AXBGATE_SEMANTICS", semantics.payload(
+                recipe, d.world_size, log.loss, log.grad_norm, coverage, log.probe))
             records.emit("AXBGATE_RESULT", _result(recipe, d, slowest, num_warmup, gpu_model, peak,
                                                    memory))
             records.emit("AXBGATE_TIMELINE", {**records.process_times(), **timeline,

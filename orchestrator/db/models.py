@@ -45,6 +45,7 @@ __all__ = [
     "Run",
     "RunStep",
     "SchedulerLease",
+    "SemanticVerdict",
     "TrackedRepository",
     "Verdict",
     "WebhookAttempt",
@@ -169,6 +170,9 @@ class Gate(Base):
         back_populates="gate", cascade="all, delete-orphan", order_by="Decision.id",
         foreign_keys="Decision.gate_id",
     )
+    semantic_verdicts: Mapped[list[SemanticVerdict]] = relationship(
+        back_populates="gate", cascade="all, delete-orphan", order_by="SemanticVerdict.id"
+    )
     allocation: Mapped[Allocation | None] = relationship()
 
 
@@ -212,6 +216,9 @@ class Run(Base):
     clocks: Mapped[dict] = mapped_column(default=dict)
     provenance: Mapped[dict] = mapped_column(default=dict)
     result_extra: Mapped[dict] = mapped_column(default=dict)
+    semantics: Mapped[dict | None] = mapped_column(default=None)
+    """What the run trained (batch, loss/grad-norm series, dtype coverage, probe):
+    ``orchestrator.domain.record_semantics``'s stored form; None when it printed none."""
     steps_ingested_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     """Bytes of the run's step stream (``runs/NN-R.steps.jsonl``) already stored."""
     started_at: Mapped[dt.datetime | None]
@@ -297,6 +304,28 @@ class Verdict(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
     gate: Mapped[Gate] = relationship(back_populates="verdicts")
+
+
+class SemanticVerdict(Base):
+    """The semantic comparison of a gate (issue 19) and the decision it combines into."""
+
+    __tablename__ = "semantic_verdicts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    gate_id: Mapped[int] = mapped_column(ForeignKey("gates.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(32), index=True)
+    """``equal`` / ``within tolerance`` / ``changed`` / ``not comparable`` /
+    ``declared change`` / ``not checked``."""
+    timing_verdict: Mapped[str | None] = mapped_column(String(16))
+    """The primary timing verdict it was combined with."""
+    decision: Mapped[str | None] = mapped_column(String(32))
+    """Timing and semantics combined, e.g. ``reject (semantics)``; the gate's decision
+    unless a person records another (with a reason)."""
+    numbers: Mapped[dict] = mapped_column(default=dict)
+    """The evidence: floor, findings, batch and dtype facts, per-copy deviations."""
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    gate: Mapped[Gate] = relationship(back_populates="semantic_verdicts")
 
 
 class Decision(Base):

@@ -251,6 +251,10 @@ class GateOptions(BaseModel):
     measured_seconds: float | None = Field(None, gt=0, le=86400)
     """Measured window in seconds of step time, sized once per run at the steady-state
     step time (at least ``measured_steps`` steps); None: exactly ``measured_steps``."""
+    declare_changes: list[Literal["batch"]] = Field(default_factory=list, max_length=1)
+    """Semantic changes the candidate makes on purpose (``batch``: another global batch);
+    the semantic gate then does not call the gate ``not comparable`` and the timing
+    verdict compares time per sample."""
 
 
 class GateCreate(BaseModel):
@@ -295,6 +299,9 @@ class GateCreate(BaseModel):
     measured_seconds: float | None = Field(None, gt=0, le=86400)
     """Measured window in seconds of step time, sized once per run at the steady-state
     step time (at least ``measured_steps`` steps); None: exactly ``measured_steps``."""
+    declare_changes: list[Literal["batch"]] = Field(default_factory=list, max_length=1)
+    """Semantic changes the candidate makes on purpose (``batch``: another global batch):
+    the gate is then judged per sample instead of ``not comparable`` (issue 19)."""
 
     @field_validator("run_pattern")
     @classmethod
@@ -306,7 +313,8 @@ class GateCreate(BaseModel):
         return GateOptions(health=self.health, run_timeout_s=self.run_timeout_s,
                            max_log_bytes=self.max_log_bytes, max_extend=self.max_extend,
                            warmup_mode=self.warmup_mode, max_warmup_steps=self.max_warmup_steps,
-                           measured_seconds=self.measured_seconds, fork_server=self.fork_server)
+                           measured_seconds=self.measured_seconds, fork_server=self.fork_server,
+                           declare_changes=self.declare_changes)
 
     @field_validator("tags")
     @classmethod

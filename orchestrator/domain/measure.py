@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from orchestrator.domain.errors import RecordError
+from orchestrator.domain.record_semantics import complete_semantics
 from orchestrator.domain.records import ParsedLog
 from orchestrator.verdict import run_statistics
 
@@ -83,11 +84,23 @@ def _static_fields(parsed: ParsedLog) -> dict[str, Any]:
         for k in ("driver_version", "cuda_version", "nccl_version", "torch_version", "python_version")
         if k in prov
     }
+    recipe = prov.get("recipe") if isinstance(prov.get("recipe"), dict) else {}
+    data = recipe.get("data") if isinstance(recipe.get("data"), dict) else {}
+    fields["semantics"] = complete_semantics(parsed.semantics, parsed.result, _video_tokens(data))
     fields["clocks"] = {
         k: prov[k] for k in ("max_sm_clock_mhz", "sm_clock_mhz", "power_limit_w", "throttle_reasons")
         if k in prov
     }
     return fields
+
+
+def _video_tokens(data: dict[str, Any]) -> int | None:
+    """Video tokens per sample of a bundled-trainer recipe (LTX-2 VAE: 8x32x32), or None."""
+    try:
+        frames, height, width = int(data["num_frames"]), int(data["height"]), int(data["width"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return ((frames - 1) // 8 + 1) * (height // 32) * (width // 32)
 
 
 def _counts(parsed: ParsedLog, expected_warmup: int | None, expected_measured: int | None,

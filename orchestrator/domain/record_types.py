@@ -109,6 +109,9 @@ class ParsedLog:
         step_slowest_s: Slowest-rank seconds of every step record (NaN: not printed).
         step_rank_s: The printing rank's own seconds of every step record (NaN: not printed).
         non_finite: The first non-finite ``loss``/``grad_norm`` (step and log line), if any.
+        semantics: What the run trained (``AXBGATE_SEMANTICS`` or the harness's
+            ``BF16_SEMANTICS``, in the stored form of
+            :mod:`orchestrator.domain.record_semantics`), or None.
         notes: What the reader of an imported run should know about how it was read.
         steps: Every step record; filled only by :func:`~orchestrator.domain.records.parse`
             (small logs, tests), never by the streaming :class:`RecordParser`.
@@ -126,6 +129,7 @@ class ParsedLog:
     step_slowest_s: array = dataclasses.field(default_factory=lambda: array("d"))
     step_rank_s: array = dataclasses.field(default_factory=lambda: array("d"))
     non_finite: str | None = None
+    semantics: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     steps: list[StepRecord] = dataclasses.field(default_factory=list)
 

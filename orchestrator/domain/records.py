@@ -1,7 +1,8 @@
 """Record-contract parser: lines in, records out (pure, streaming).
 
 Reads the product dialect (``AXBGATE_STEP``, ``AXBGATE_TIMING``, ``AXBGATE_RESULT``,
-``AXBGATE_PROVENANCE``, ``AXBGATE_HEALTH``, ``AXBGATE_ALLOCATION``) and every variant of
+``AXBGATE_PROVENANCE``, ``AXBGATE_HEALTH``, ``AXBGATE_ALLOCATION``, ``AXBGATE_SEMANTICS``) and
+every variant of
 the LTX-2 MFU harness dialect (``BF16_STEP``, ``BF16_TIMING``, ``BF16_RESULT``,
 ``BF16_SEMANTICS``, ``HEALTH_GATE``, plus its informational ``BF16_SETUP``,
 ``BF16_BUCKET_PLAN``, ``BF16_FSDP_KNOBS``, ``BF16_COMPILE_MODE``, ``BF16_VARIANT`` and
@@ -14,10 +15,12 @@ callers read the file (line by line) and hash it.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from orchestrator.domain.errors import RecordError
+from orchestrator.domain.record_bulk import MIN_BULK_LINES, StepRow, decode_step_block, is_fast_step_line
 from orchestrator.domain.record_fields import (
     HARNESS_MEASURED_KEYS,
     HARNESS_WARMUP_KEYS,
@@ -34,6 +37,7 @@ from orchestrator.domain.record_limits import (
     MAX_RETAINED_RECORD_BYTES,
     load_record_json,
 )
+from orchestrator.domain.record_semantics import harness_semantics, parse_semantics
 from orchestrator.domain.record_types import HealthRecord, ParsedLog, StepRecord, StepSeries
 
 __all__ = [
@@ -58,6 +62,7 @@ RECORD_PREFIXES = (
     "AXBGATE_HEALTH",
     "AXBGATE_ALLOCATION",
     "AXBGATE_TIMELINE",
+    "AXBGATE_SEMANTICS",
     "BF16_STEP",
     "BF16_TIMING",
     "BF16_RESULT",
@@ -156,6 +161,50 @@ class RecordParser:
             self._fail(RecordError(self.line_no, f"unreadable record ({type(exc).__name__}: {str(exc)[:200]})"))
         return None
 
+    def feed_lines(self, lines: list[bytes]) -> list[StepRow]:
+        """Parse a block of lines (bytes, without newlines), as :meth:`feed` would one by one.
+
+        Runs of at least :data:`~orchestrator.domain.record_bulk.MIN_BULK_LINES` plain
+        ``AXBGATE_STEP`` lines are decoded in one typed call
+        (:mod:`orchestrator.domain.record_bulk`); a run the bulk decoder does not accept
+        exactly, and every other line, goes through :meth:`feed`. The parsed log, line
+        numbers and the first error are the same either way.
+
+        Returns:
+            The step rows of the block's valid step records, log order:
+            ``(step, slowest_rank_step_s, rank_step_s, loss, grad_norm, phase)``.
+        """
+        rows: list[StepRow] = []
+        start, n = 0, len(lines)
+        while start < n:
+            end = start
+            while end < n and is_fast_step_line(lines[end]):
+                end += 1
+            if end - start >= MIN_BULK_LINES and self.error is None:
+                bulk = decode_step_block(lines[start:end])
+                if bulk is not None:
+                    self._add_bulk(bulk)
+                    rows.extend(bulk)
+                    start = end
+            for line in lines[start:max(end, start + 1)]:
+                record = self.feed(line)
+                if record is not None:
+                    rows.append((record.step, record.slowest_rank_step_s, record.rank_step_s,
+                                 record.loss, record.grad_norm, record.phase))
+            start = max(end, start + 1)
+        return rows
+
+    def _add_bulk(self, rows: list[StepRow]) -> None:
+        parsed, first = self.parsed, self.line_no + 1
+        self.line_no += len(rows)
+        parsed.num_record_lines += len(rows)
+        self._dialects.add("axbgate")
+        parsed.step_index.extend([r[0] for r in rows])
+        parsed.step_slowest_s.extend([r[1] for r in rows])
+        parsed.step_rank_s.extend([math.nan if r[2] is None else r[2] for r in rows])
+        if self.keep_steps:
+            parsed.steps.extend(StepRecord(first + i, *row) for i, row in enumerate(rows))
+
     def feed_overlong(self, head: str | bytes, size_bytes: int) -> None:
         """Count one line that was longer than :data:`MAX_RECORD_LINE_BYTES` and of
         which only ``head`` was kept: an error if it starts a record, else ignored."""
@@ -248,7 +297,13 @@ class RecordParser:
                                if k != "v" and isinstance(v, (int, float)) and not isinstance(v, bool)}
         elif kind == "ALLOCATION":
             parsed.allocation = parse_allocation(obj, line_no)
-        else:  # BF16_SEMANTICS and the harness's informational records
+        elif kind == "SEMANTICS":
+            if parsed.semantics is not None and not harness:
+                raise RecordError(line_no, f"second {prefix} record (one per run)")
+            if harness:  # kept whole as before, and read into the stored form
+                parsed.provenance[prefix.lower()] = obj
+            parsed.semantics = harness_semantics(obj) if harness else parse_semantics(obj, line_no)
+        else:  # the harness's informational records
             parsed.provenance[prefix.lower()] = obj
         return None
 

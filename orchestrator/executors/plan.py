@@ -193,6 +193,8 @@ class GatePlan:
     """Most warmup steps under ``steady``."""
     measured_seconds: float | None = None
     """Measured window in seconds, or None for exactly ``num_measured_steps``."""
+    declared_changes: list[str] = dataclasses.field(default_factory=list)
+    """Semantic changes the gate declared (``batch``: timing is compared per sample)."""
     max_log_bytes: int = 2 * 1024**3
     """Output one step may write, bytes; past it the step is killed and the run fails."""
     run_env: dict[str, Any] = dataclasses.field(default_factory=dict)

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from orchestrator.domain.secrets import mask_env
+from orchestrator.schemas.semantics import SemanticVerdictPublic
 
 __all__ = ["GateProgressPublic", "GatePublic", "GatesPublic", "RunProgressPublic", "RunPublic",
            "VerdictPublic"]
@@ -113,6 +114,8 @@ class GatePublic(BaseModel):
     ended_at: dt.datetime | None
     runs: list[RunPublic] = []
     verdicts: list[VerdictPublic] = []
+    semantic_verdicts: list[SemanticVerdictPublic] = []
+    """Semantic comparisons of the gate, oldest first (the last one counts; issue 19)."""
 
     @model_validator(mode="after")
     def _mask(self) -> GatePublic:

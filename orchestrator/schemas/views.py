@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.domain.secrets import mask_env, mask_override
 from orchestrator.schemas.gates import GatePublic, RunPublic
+from orchestrator.schemas.semantics import SemanticVerdictPublic
 from orchestrator.schemas.verdicts import VerdictBriefPublic
 
 __all__ = [
@@ -57,7 +58,7 @@ _FILTER_VALUES = {
     "verdict": ("accept", "neutral", "reject", "inconclusive", "failed", "pass", "regression",
                 "improvement"),
     "decision": ("accept", "neutral", "reject", "inconclusive", "failed", "pass", "regression",
-                 "improvement", "rerun"),
+                 "improvement", "rerun", "reject (semantics)", "not comparable"),
     "kind": ("candidate", "regate", "bisect"),
 }
 
@@ -72,7 +73,8 @@ class GateFilters(BaseModel):
     verdict: FilterText = None
     """Primary timing verdict (accept, neutral, reject, inconclusive, failed, pass, ...)."""
     decision: FilterText = None
-    """Effective decision: the newest recorded decision, else the timing verdict."""
+    """Effective decision: the newest recorded decision, else the timing verdict combined
+    with the semantic verdict (``reject (semantics)``, ``not comparable``)."""
     kind: FilterText = None
     """candidate, regate or bisect."""
     tag: FilterText = None
@@ -177,8 +179,12 @@ class GateSummaryPublic(BaseModel):
     verdict: str | None = None
     """Primary timing verdict."""
     policy: str | None = None
+    semantics: str | None = None
+    """Semantic status (equal, within tolerance, changed, not comparable, declared change,
+    not checked), or None before the gate was judged."""
     decision: str | None = None
-    """Effective decision: newest recorded decision, else the timing verdict."""
+    """Effective decision: newest recorded decision, else the timing verdict combined with
+    the semantic verdict (``reject (semantics)``, ``not comparable``)."""
     decision_recorded: bool = False
     """True when a person recorded the decision (not defaulted from the verdict)."""
     baseline_eligible: bool = False
@@ -325,6 +331,8 @@ class RunDetailPublic(RunPublic):
     peak_flops_per_gpu: float | None = None
     provenance: dict[str, Any] = {}
     result_extra: dict[str, Any] = {}
+    semantics: dict[str, Any] | None = None
+    """What the run trained (batch, loss/grad-norm series, dtype coverage, probe)."""
     artifacts: list[ArtifactPublic] = []
     steps: list[RunStepPublic] = []
     """One page of the per-step records (``GET /runs/{id}``; empty in gate views)."""
@@ -355,6 +363,8 @@ class GateViewPublic(BaseModel):
     artifacts: list[ArtifactPublic]
     family_history: list[GateSummaryPublic]
     """Earlier gates of the same family (or title when no family), newest first."""
+    semantic_verdict: SemanticVerdictPublic | None = None
+    """The newest semantic comparison of the gate, with its evidence."""
 
 
 class StoppingPointPublic(BaseModel):

@@ -8,12 +8,13 @@ from orchestrator.store import (
     ledger,
     repos,
     runs,
+    semantic_verdicts,
     tokens,
     verdicts,
     webhooks,
 )
 
 __all__ = [
-    "allocations", "artifacts", "decisions", "gates", "ledger", "repos", "runs", "tokens",
-    "verdicts", "webhooks",
+    "allocations", "artifacts", "decisions", "gates", "ledger", "repos", "runs", "semantic_verdicts",
+    "tokens", "verdicts", "webhooks",
 ]

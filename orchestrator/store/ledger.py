@@ -1,7 +1,8 @@
 """Read-side queries of the decision ledger: filtered gate pages, eligibility, history.
 
-A gate's *effective decision* is its newest recorded decision, else its primary timing
-verdict (DESIGN.md section 1). Filters and ordering run in SQL on both backends; the
+A gate's *effective decision* is its newest recorded decision, else the decision its
+newest semantic verdict combined (``reject (semantics)``, ``not comparable``, or the timing
+verdict), else its primary timing verdict (DESIGN.md section 1; issue 19). Filters and ordering run in SQL on both backends; the
 page is loaded with one query plus one count.
 """
 
@@ -12,9 +13,17 @@ import datetime as dt
 from collections.abc import Sequence
 
 from sqlalchemy import Select, String, and_, cast, func, or_, select, union
-from sqlalchemy.orm import Session, aliased, defer
+from sqlalchemy.orm import Session, aliased, defer, selectinload
 
-from orchestrator.db.models import Allocation, Artifact, Decision, Gate, TrackedRepository, Verdict
+from orchestrator.db.models import (
+    Allocation,
+    Artifact,
+    Decision,
+    Gate,
+    SemanticVerdict,
+    TrackedRepository,
+    Verdict,
+)
 
 __all__ = [
     "GateQuery",
@@ -73,9 +82,27 @@ def _base_select(gate_ids: Sequence[int] | None = None):
         .outerjoin(newest, newest.c.gate_id == Gate.id)
         .outerjoin(dec, dec.id == newest.c.decision_id)
         .outerjoin(alloc, alloc.id == Gate.allocation_id)
-        .options(defer(Gate.recipe), defer(Gate.policy_params))
+        .options(defer(Gate.recipe), defer(Gate.policy_params), selectinload(Gate.semantic_verdicts))
     )
     return stmt, ver, dec, alloc
+
+
+def _effective_decision(ver, dec) -> object:
+    """SQL expression of the effective decision (module docstring)."""
+    semantic = (select(SemanticVerdict.decision).where(SemanticVerdict.gate_id == Gate.id)
+                .order_by(SemanticVerdict.id.desc()).limit(1).correlate(Gate).scalar_subquery())
+    return func.coalesce(dec.decision, semantic, ver.verdict)
+
+
+def _decided_as(decision: str):
+    """Ids of gates whose effective decision CAN be ``decision``: a recorded decision, a
+    semantic verdict's decision or a primary verdict with that value (a superset)."""
+    return union(
+        select(Verdict.gate_id.label("gate_id")).where(Verdict.is_primary.is_(True),
+                                                       Verdict.verdict == decision),
+        select(Decision.gate_id.label("gate_id")).where(Decision.decision == decision),
+        select(SemanticVerdict.gate_id.label("gate_id")).where(SemanticVerdict.decision == decision),
+    )
 
 
 def _eligible(alloc) -> object:
@@ -89,13 +116,10 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
     if query.verdict is not None:
         conds.append(ver.verdict == query.verdict)
     if query.decision is not None:
-        conds.append(func.coalesce(dec.decision, ver.verdict) == query.decision)
+        conds.append(_effective_decision(ver, dec) == query.decision)
         # A necessary condition the planner can drive from indexes (ix_verdicts_verdict_is_primary)
         # instead of joining every gate to its newest decision.
-        conds.append(Gate.id.in_(union(
-            select(Verdict.gate_id).where(Verdict.is_primary.is_(True),
-                                          Verdict.verdict == query.decision),
-            select(Decision.gate_id).where(Decision.decision == query.decision))))
+        conds.append(Gate.id.in_(_decided_as(query.decision)))
     if query.kind is not None:
         conds.append(Gate.kind == query.kind)
     if query.tag is not None:
@@ -222,11 +246,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
     candidate_s)`` with ``candidate_s`` the primary verdict's candidate median, seconds."""
     # Only gates accepted by their primary verdict or by some decision can qualify
     # (ix_verdicts_verdict_is_primary): no join over the whole ledger.
-    cand = union(
-        select(Verdict.gate_id.label("gate_id")).where(Verdict.is_primary.is_(True),
-                                                       Verdict.verdict == "accept"),
-        select(Decision.gate_id.label("gate_id")).where(Decision.decision == "accept"),
-    ).subquery("cand")
+    cand = _decided_as("accept").subquery("cand")
     newest = (
         select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
         .where(Decision.gate_id.in_(select(cand.c.gate_id)))
@@ -246,7 +266,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
         .join(alloc, alloc.id == Gate.allocation_id)
         .outerjoin(newest, newest.c.gate_id == Gate.id)
         .outerjoin(dec, dec.id == newest.c.decision_id)
-        .where(_eligible(alloc), func.coalesce(dec.decision, ver.verdict) == "accept")
+        .where(_eligible(alloc), _effective_decision(ver, dec) == "accept")
     )
     return [tuple(r) for r in session.execute(stmt).all()]
 
@@ -254,7 +274,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
 def eligible_accepted_rows(*, session: Session) -> list[LedgerRow]:
     """Return every baseline-eligible gate whose effective decision is ``accept``."""
     stmt, ver, dec, alloc = _base_select()
-    stmt = stmt.where(_eligible(alloc), func.coalesce(dec.decision, ver.verdict) == "accept")
+    stmt = stmt.where(_eligible(alloc), _effective_decision(ver, dec) == "accept")
     return [tuple(r) for r in session.execute(stmt.order_by(Gate.id)).all()]  # type: ignore[misc]
 
 
@@ -312,10 +332,11 @@ def history_rows(*, session: Session, family: str | None = None, recipe: str | N
     return [tuple(r) for r in session.execute(stmt).all()]
 
 
-def ledger_version(*, session: Session) -> tuple[int | None, int | None, int | None]:
+def ledger_version(*, session: Session) -> tuple[int | None, ...]:
     """What changes whenever the stopping-point table can: the newest verdict (a gate
-    finished), decision and allocation ids (primary-key lookups, no scan)."""
+    finished), semantic verdict, decision and allocation ids (primary-key lookups)."""
     row = session.execute(select(select(func.max(Verdict.id)).scalar_subquery(),
+                                 select(func.max(SemanticVerdict.id)).scalar_subquery(),
                                  select(func.max(Decision.id)).scalar_subquery(),
                                  select(func.max(Allocation.id)).scalar_subquery())).one()
     return tuple(row)  # type: ignore[return-value]

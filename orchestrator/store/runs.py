@@ -65,6 +65,10 @@ _PG_STAGE = ("CREATE TEMP TABLE IF NOT EXISTS axbgate_step_stage (run_id bigint,
              "slowest_rank_step_s double precision, rank_step_s double precision, "
              "loss double precision, grad_norm double precision, phase varchar(16)) "
              "ON COMMIT DELETE ROWS")
+_PG_TYPES = ("bigint", "bigint", "double precision", "double precision", "double precision",
+             "double precision", "character varying")
+"""Column types of ``run_steps`` (migration 0001) for binary COPY: the server skips
+parsing a million floats from text."""
 _PG_MOVE = (f"INSERT INTO run_steps ({_COLUMNS}) SELECT {_COLUMNS} FROM axbgate_step_stage "
             "ON CONFLICT (run_id, step) DO NOTHING")
 
@@ -88,7 +92,8 @@ def _write(session: Session, rows: list[tuple], new_steps: bool = False) -> None
         return
     if new_steps:
         with conn.connection.dbapi_connection.cursor() as cur:
-            with cur.copy(f"COPY run_steps ({_COLUMNS}) FROM STDIN") as copy:
+            with cur.copy(f"COPY run_steps ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_PG_TYPES)
                 for row in rows:
                     copy.write_row(row)
         return
@@ -154,8 +159,11 @@ def add_step_rows(*, session: Session, run: Run, rows: Iterable[tuple], new_step
     count = 0
     batch: list[tuple] = []
     run_id = run.id
+    inf = math.inf
     for step, slowest, rank, loss, grad_norm, phase in rows:
-        batch.append((run_id, step, slowest, rank, _finite(loss), _finite(grad_norm), phase))
+        batch.append((run_id, step, slowest, rank,
+                      loss if loss is None or -inf < loss < inf else None,
+                      grad_norm if grad_norm is None or -inf < grad_norm < inf else None, phase))
         if len(batch) >= _STEP_CHUNK:
             _write(session, batch, new_steps)
             count += len(batch)

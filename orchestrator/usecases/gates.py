@@ -279,7 +279,8 @@ def record_decision(
         decided_by: The identity recording it: the API token's name or the embedded
             CLI's OS user, never a name the client chose.
         decision: One of :data:`DECISIONS`.
-        reason: Why; required when it differs from the timing verdict.
+        reason: Why; required when it differs from the gate's own decision (the timing
+            verdict combined with the semantic verdict, e.g. ``reject (semantics)``).
         note: Free text the client added.
         token_id: The API token used (``None`` for the embedded CLI).
 
@@ -297,8 +298,12 @@ def record_decision(
     if not decided_by.strip():
         raise ValidationFailed("decided_by", "must name who decided")
     primary = next((v for v in reversed(gate.verdicts) if v.is_primary), None)
-    if not reason.strip() and (primary is None or primary.verdict != decision):
-        raise ValidationFailed("reason", "a decision that differs from the timing verdict needs a reason")
+    automatic = primary.verdict if primary is not None else None
+    if gate.semantic_verdicts and gate.semantic_verdicts[-1].decision:
+        automatic = gate.semantic_verdicts[-1].decision  # timing and semantics combined
+    if not reason.strip() and (automatic or "").removesuffix(" (semantics)") != decision:
+        raise ValidationFailed("reason", f"a decision that differs from the gate's decision "
+                                         f"({automatic or 'none'}: timing and semantics) needs a reason")
     if gate.status not in TERMINAL_GATE_STATUSES:
         raise Conflict(f"gate {gate_id} is {gate.status}; decide once it has finished")
     if gate.status != "succeeded" and decision not in ("reject", "rerun"):

@@ -19,8 +19,8 @@ from orchestrator import store
 from orchestrator.db.models import Artifact, Run
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.domain.measure import MEDIAN_MISMATCH_REL, RunOutcome, measure_run
-from orchestrator.domain.records import ParsedLog, RecordParser, StepRecord, health_check_rows
-from orchestrator.executors.files import hash_file, keep_file, read_lines
+from orchestrator.domain.records import ParsedLog, RecordParser, health_check_rows
+from orchestrator.executors.files import hash_file, keep_file, read_line_blocks
 from orchestrator.schemas import RunImportPublic
 
 __all__ = ["import_log", "store_health"]
@@ -113,12 +113,19 @@ class _StepWriter:
             self.run = store.runs.create_run(session=self.session, role=None, order=0, status="running")
         return self.run
 
-    def add(self, step: StepRecord) -> None:
-        if step.step <= self.last_step:
-            self.increasing = False
-        self.last_step = step.step
-        self.rows.append((step.step, step.slowest_rank_step_s, step.rank_step_s, step.loss,
-                          step.grad_norm, step.phase))
+    def add_rows(self, rows: list[tuple]) -> None:
+        """Buffer ``(step, slowest_rank_step_s, rank_step_s, loss, grad_norm, phase)`` rows."""
+        if not rows:
+            return
+        if self.increasing:
+            last = self.last_step
+            for row in rows:
+                if row[0] <= last:
+                    self.increasing = False
+                    break
+                last = row[0]
+        self.last_step = rows[-1][0]
+        self.rows.extend(rows)
         if len(self.rows) >= _STEP_BATCH:
             self.flush()
 
@@ -132,12 +139,11 @@ class _StepWriter:
 def _parse_and_store_steps(path: Path, writer: _StepWriter) -> ParsedLog:
     parser = RecordParser()
     with open(path, "rb") as fh:
-        for line in read_lines(fh):
-            step = parser.feed(line)
+        for block in read_line_blocks(fh):
+            rows = parser.feed_lines(block)
             if parser.error is not None:
                 raise parser.error  # stops at the first bad record; the caller rolls back
-            if step is not None:
-                writer.add(step)
+            writer.add_rows(rows)
     return parser.finish()
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator import store
 from orchestrator.db.models import Gate, Run
+from orchestrator.domain.gate_spec import GateOptions
 from orchestrator.verdict import (
     RunSummary,
     history_from_pairs,
@@ -22,6 +23,7 @@ from orchestrator.verdict import (
     summary_from_fields,
     verdict_kind,
 )
+from orchestrator.verdict.semantics import combine_decision, judge_semantics, per_sample_runs
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -29,6 +31,7 @@ __all__ = [
     "control_history_pairs",
     "control_identity",
     "judge_gate",
+    "judge_gate_semantics",
     "run_summaries",
 ]
 
@@ -123,8 +126,12 @@ def judge_gate(*, session: Session, gate: Gate) -> list[str]:
     pairs, ids = gate.control_history, gate.control_history_gate_ids
     if pairs is None:
         pairs, ids = control_history(session=session, gate=gate)
+    summaries = run_summaries(runs)
+    per_sample = "batch" in _declared(gate) and per_sample_runs(summaries) != summaries
+    if per_sample:
+        summaries = per_sample_runs(summaries)
     verdicts = judge_policies(
-        run_summaries(runs), kind=verdict_kind(gate.kind), policy=gate.policy,
+        summaries, kind=verdict_kind(gate.kind), policy=gate.policy,
         params=gate.policy_params, history=history_from_pairs(pairs, ids),
         mfu_numerator_pct_s=mfu_numerator(first.flops_per_sample, first.peak_flops_per_gpu)
         if first else None,
@@ -132,9 +139,45 @@ def judge_gate(*, session: Session, gate: Gate) -> list[str]:
     stored = []
     for i, verdict in enumerate(verdicts):
         out = verdict.to_dict()
+        if per_sample:
+            out["timing_basis"] = "per sample (declared batch change)"
+            out["reason"] = ("Per sample (declared batch change: candidate step times scaled to the "
+                             "controls' samples per step): " + out["reason"])
         store.verdicts.save_verdict(session=session, gate_id=gate.id, policy=out["policy"],
                                     policy_version=str(out["policy_version"]), params=out["params"],
                                     verdict=out["verdict"], numbers=out, is_primary=i == 0)
         stored.append(out["verdict"])
     logger.info("gate=%s judged %s", gate.id, "/".join(stored))
+    judge_gate_semantics(session=session, gate=gate, timing_verdict=stored[0] if stored else None)
     return stored
+
+
+def _declared(gate: Gate) -> list[str]:
+    return list(GateOptions.model_validate(gate.options or {}).declare_changes)
+
+
+def judge_gate_semantics(*, session: Session, gate: Gate, timing_verdict: str | None) -> str:
+    """Compare what the gate's runs trained and store the semantic verdict with the
+    decision it combines into (``reject (semantics)``, ``not comparable`` or the timing
+    verdict; ``orchestrator.verdict.semantics``).
+
+    A malformed stored semantics object makes the semantic status ``not checked`` with
+    the reason; it never fails the gate or the pass.
+
+    Returns:
+        The semantic status stored.
+    """
+    runs = sorted(gate.runs, key=lambda r: r.order)
+    try:
+        result = judge_semantics([(r.role or "X", r.order, r.semantics) for r in runs],
+                                 declared_changes=_declared(gate))
+        status, numbers = result.status, result.to_dict()
+    except ValueError as exc:
+        status, numbers = "not checked", {"status": "not checked",
+                                          "reason": f"the runs' semantics could not be read: {exc}"}
+    decision = combine_decision(timing_verdict, status)
+    store.semantic_verdicts.save_semantic_verdict(session=session, gate_id=gate.id, status=status,
+                                                  timing_verdict=timing_verdict, decision=decision,
+                                                  numbers=numbers)
+    logger.info("gate=%s semantics %s decision %s", gate.id, status, decision)
+    return status

@@ -20,6 +20,7 @@ from orchestrator.db.models import Allocation, Artifact, Gate
 from orchestrator.domain.errors import NotFound, ValidationFailed
 from orchestrator.executors.plan import GatePaths
 from orchestrator.schemas.gates import GatePublic
+from orchestrator.schemas.semantics import SemanticVerdictPublic
 from orchestrator.schemas.views import (
     AllocationPublic,
     ArtifactPublic,
@@ -94,6 +95,8 @@ def _num(numbers: dict[str, Any], key: str) -> float | None:
 def _summary(row: LedgerRow) -> GateSummaryPublic:
     gate, ver, dec, alloc = row
     numbers = (ver.numbers or {}) if ver is not None else {}
+    sem = gate.semantic_verdicts[-1] if gate.semantic_verdicts else None
+    automatic = sem.decision if sem is not None and sem.decision else (ver.verdict if ver is not None else None)
     return GateSummaryPublic(
         id=gate.id,
         title=gate.title,
@@ -119,7 +122,8 @@ def _summary(row: LedgerRow) -> GateSummaryPublic:
         mfu_points=_num(numbers, "mfu_points"),
         verdict=ver.verdict if ver is not None else None,
         policy=ver.policy if ver is not None else None,
-        decision=dec.decision if dec is not None else (ver.verdict if ver is not None else None),
+        semantics=sem.status if sem is not None else None,
+        decision=dec.decision if dec is not None else automatic,
         decision_recorded=dec is not None,
         baseline_eligible=gate.status == "succeeded"
         and alloc is not None
@@ -208,6 +212,8 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
             _artifact_public(a) for a in store.ledger.artifacts_of_gate(session=session, gate=gate)
         ],
         family_history=history,
+        semantic_verdict=SemanticVerdictPublic.model_validate(gate.semantic_verdicts[-1])
+        if gate.semantic_verdicts else None,
     )
 
 
@@ -358,7 +364,7 @@ def decision_index(*, session: Session, max_per_group: int = 50) -> list[Decisio
                     group_kind=kind,  # type: ignore[arg-type]
                     name=name,
                     num_accepted=sum(g.decision == "accept" for g in gates),
-                    num_rejected=sum(g.decision == "reject" for g in gates),
+                    num_rejected=sum((g.decision or "").startswith("reject") for g in gates),
                     gates=gates[:max_per_group],
                 )
             )

@@ -78,6 +78,8 @@ def _slowest_rank(step_seconds: Sequence[float] | Sequence[Sequence[float]]) -> 
     rows = list(step_seconds)
     if not rows:
         raise ValueError("step_seconds must not be empty")
+    if all(type(v) is float for v in rows) and math.isfinite(math.fsum(rows)) and min(rows) > 0.0:
+        return tuple(rows), None  # 1-D, every value a finite positive float: nothing to convert
     is_2d = [hasattr(row, "__len__") and not isinstance(row, (str, bytes)) for row in rows]
     if not any(is_2d):
         return tuple(_check_step(f"step_seconds[{i}]", v) for i, v in enumerate(rows)), None

@@ -14,7 +14,7 @@ TABLES = {
     "allocations", "health_checks", "gates", "runs", "run_steps", "artifacts",
     "verdicts", "decisions", "tracked_repositories", "api_tokens",
     "repo_events", "bisections", "webhook_deliveries", "webhook_attempts",
-    "scheduler_leases", "apscheduler_jobs",
+    "scheduler_leases", "apscheduler_jobs", "semantic_verdicts",
 }
 
 

@@ -151,6 +151,11 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
         from orchestrator.verdict import plain_sentence
 
         console.print(plain_sentence(primary.numbers))
+    if gate.semantic_verdicts:
+        sem = gate.semantic_verdicts[-1]
+        console.print(rich_text(f"semantics: {sem.status}: {sem.numbers.get('reason', '')}"))
+        console.print(rich_text(f"decision: {sem.decision or '-'} (timing {sem.timing_verdict or '-'} "
+                                f"with semantics {sem.status})"))
     if report.get("allocation_wall_s"):
         print_wall_time(console, report)
     if ledger:

@@ -96,13 +96,14 @@ def gate_cmd(
     ntasks_per_node: Annotated[int | None, typer.Option(help="Ranks per node (default: GPUs per node, or 2 on CPU).")] = None,
     partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
     time_limit_min: Annotated[int | None, typer.Option(help="Allocation time limit, minutes.")] = None,
-    policy: Annotated[str | None, typer.Option(help="Primary verdict policy (default drift; ratio-ci is always reported too).")] = None,
+    policy: Annotated[str | None, typer.Option(help="Primary verdict policy: sequential (default), drift or ratio-ci; all three are always stored.")] = None,
     criteria: Annotated[str | None, typer.Option(help="Health criteria name or TOML path.")] = None,
     no_health: Annotated[bool, typer.Option("--no-health", help="Skip the health gate.")] = False,
     run_timeout_s: Annotated[float | None, typer.Option(help="Deadline of each run, s.")] = None,
     max_extend: Annotated[int | None, typer.Option(help="Append X B while inconclusive, up to N times.")] = None,
     tag: Annotated[list[str], typer.Option(help="Tag (repeat).")] = [],
     family: Annotated[str | None, typer.Option(help="Family (groups gates in the ledger).")] = None,
+    declare_change: Annotated[list[str], typer.Option("--declare-change", help="A semantic change the candidate makes on purpose: 'batch' (another global batch; timing is compared per sample instead of 'not comparable').")] = [],
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Submit and return.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the gate as JSON.")] = False,
 ) -> None:
@@ -156,6 +157,7 @@ def gate_cmd(
         "max_extend": max_extend,
         "tags": tag or None,
         "family": family,
+        "declare_changes": declare_change or None,
     }
     try:
         gate_in = build_gate_request(spec_file=spec, overrides=overrides)

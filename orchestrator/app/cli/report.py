@@ -94,6 +94,34 @@ def ledger_markdown(
     return "\n".join(out) + "\n"
 
 
+def semantic_lines(view: GateViewPublic) -> list[str]:
+    """The semantic verdict next to the timing verdict: status, reason, floor, findings."""
+    sem = view.semantic_verdict
+    if sem is None:
+        return []
+    n = sem.numbers
+    out = [f"**Semantics:** {sem.status}. {n.get('reason', '')}"]
+    floor = n.get("floor") or {}
+    if floor:
+        out.append(
+            f"- control floor (A vs B): {'bitwise equal' if floor.get('deterministic') else 'not bitwise equal'}; "
+            f"loss {_f(floor.get('loss_rel'), '.3g')}, grad norm {_f(floor.get('grad_norm_rel'), '.3g')} "
+            f"(relative, over {floor.get('num_steps_compared', '-')} steps); tolerance loss "
+            f"{_f(floor.get('loss_tolerance_rel'), '.3g')}, grad norm {_f(floor.get('grad_norm_tolerance_rel'), '.3g')}"
+            + (f"; probe at step {floor['probe_step']}: {floor.get('probe_tensors')} tensors"
+               if floor.get("probe_compared") else ""))
+    batch = n.get("batch") or {}
+    if batch:
+        out.append(f"- samples per step: control {batch.get('control', {}).get('samples_per_step')}, "
+                   f"candidate {batch.get('candidate', {}).get('samples_per_step')}"
+                   + (" (batch change declared: timing compared per sample)" if batch.get("declared") else ""))
+    for finding in (n.get("findings") or [])[:10]:
+        where = f" at step {finding['step']}" if finding.get("step") is not None else ""
+        out.append(f"- {finding.get('kind')}: {finding.get('quantity')}{where}: control "
+                   f"{finding.get('control')}, candidate {finding.get('candidate')}")
+    return out + [""]
+
+
 def gate_markdown(view: GateViewPublic) -> str:
     """Render one gate (medians, deltas, drift, MFU, verdicts, hashes) as Markdown."""
     g, s = view.gate, view.summary
@@ -135,8 +163,10 @@ def gate_markdown(view: GateViewPublic) -> str:
         )
     )
     out.append("")
+    out += semantic_lines(view)
     decision = s.decision or "-"
-    out.append(f"**Decision:** {decision}" + ("" if s.decision_recorded else " (timing verdict)"))
+    basis = " (timing verdict and semantics)" if view.semantic_verdict else " (timing verdict)"
+    out.append(f"**Decision:** {decision}" + ("" if s.decision_recorded else basis))
     for d in view.decisions:
         out.append(f"- {d.created_at:%Y-%m-%d %H:%M} {d.decided_by}: {d.decision}. {d.reason}"
                    + (f" (note: {d.note})" if d.note else ""))

@@ -20,7 +20,11 @@ def more_roles(plan: GatePlan, runs: list[tuple[str, dict[str, Any]]], extends: 
         summary_from_fields,
     )
 
+    from orchestrator.verdict.semantics import per_sample_runs
+
     summaries = [summary_from_fields(role, i, f) for i, (role, f) in enumerate(runs)]
+    if "batch" in plan.declared_changes:  # the same per-sample comparison as the stored verdict
+        summaries = per_sample_runs(summaries)
     history = history_from_pairs(plan.control_history)
     if plan.policy == "sequential":
         return list(plan_next_roles(summaries, policy=plan.policy, params=plan.policy_params,
