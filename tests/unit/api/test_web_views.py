@@ -224,3 +224,17 @@ def test_api_docs_and_pages_load_only_local_assets(env):
         assert "https://" not in resp.text.split("<main>")[0], path  # nothing from outside
     assert client.get("/ledger/runs/999999").status_code == 404
     assert client.get("/ledger/history?tolerance_pct=0").status_code == 422
+
+
+def test_binary_segmentation_finds_the_shifts_pelt_finds():
+    import numpy as np
+
+    from orchestrator.usecases.drift import detect_change_points, detect_change_points_binseg
+
+    rng = np.random.default_rng(3)
+    values = list(np.r_[0.43 + rng.normal(0, 2e-4, 40), 0.44 + rng.normal(0, 2e-4, 40),
+                        0.435 + rng.normal(0, 2e-4, 40)])
+    assert detect_change_points_binseg(values, tolerance_pct=0.5) == (40, 80)
+    assert detect_change_points(values, tolerance_pct=0.5).change_points == (40, 80)
+    flat = list(0.43 + rng.normal(0, 2e-4, 200))
+    assert detect_change_points_binseg(flat, tolerance_pct=0.5) == ()
