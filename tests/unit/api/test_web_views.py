@@ -83,6 +83,8 @@ def test_rerun_decision_queues_the_same_gate(env):
     assert [(r["role"], r["status"]) for r in new["runs"]] == [("A", "pending"), ("X", "pending"),
                                                               ("B", "pending")]
     assert new["candidate_spec"]["env"] == {"NCCL_ALGO": "Tree"} and new["title"] == old["title"]
+    assert f'href="/ledger/gates/{new_id}">queued as gate #{new_id}' in client.get(
+        f"/ledger/gates/{gid}").text
     assert client.post(f"/gates/{gid}/decisions", headers=auth,
                        json={"decision": "accept", "reason": "ok"}).json()["rerun_gate_id"] is None
 
