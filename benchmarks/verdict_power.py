@@ -44,17 +44,22 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from orchestrator.verdict import (
     ControlHistory,
     GateMeasurement,
     RunSummary,
     get_policy,
+    initial_roles,
     judge,
     measurement_from_pattern,
     next_roles,
     run_statistics,
 )
+from orchestrator.verdict.looks import planned_roles
+
+import verdict_vector as vv  # noqa: E402  (benchmarks/, on sys.path above)
 
 DRIFT_LEVELS_PCT = (0.04, 0.1, 0.25, 0.5, 1.0, 1.5)
 EFFECTS_PCT = (0.0, 0.5, 1.0, 2.0)
@@ -282,6 +287,10 @@ def _seq_effects(model: str, hist_mode: str) -> tuple[float, ...]:
     """Effects (percent speedup) simulated in a cell: the 50-pair history only at 0 and 1%."""
     return (0.0, 1.0) if hist_mode == "s50" else SEQ_EFFECTS_PCT[model]
 FIXED_PATTERNS = ("AXB", "AXBXA", "AXBXAXB", "AXBXAXBXA")
+ENGINE_CHECK_TRIALS = 150
+"""Trials per cell and policy judged by the engine too (compared with the replicas)."""
+LOOP_CHECK_TRIALS = 20
+"""Of those, trials whose sequential gates also run the driver's next_roles loop."""
 
 
 def _steps(rng: np.random.Generator, shape: tuple[int, ...], s_run: float, model: str,
@@ -343,65 +352,109 @@ def _check_run_stats(rng: np.random.Generator) -> int:
     return mismatches
 
 
-def _run_sequential(policy, med: np.ndarray, se: np.ndarray, mm: np.ndarray, factor: float,
-                    history) -> tuple[str, int]:
+def _summaries(policy, roles: tuple[str, ...], med: np.ndarray, se: np.ndarray,
+               mm: np.ndarray, factor: float) -> list[RunSummary]:
+    """RunSummary objects of the first len(roles) simulated runs (X runs x factor)."""
+    out = []
+    for i, role in enumerate(roles):
+        k = factor if role == "X" else 1.0
+        out.append(RunSummary(role=role, order=i, median_step_s=float(med[i] * k),
+                              median_se_s=float(se[i] * k), num_measured_steps=MEASURED_STEPS,
+                              multimodal=bool(mm[i])))
+    return out
+
+
+def _run_sequential_loop(policy, med: np.ndarray, se: np.ndarray, mm: np.ndarray,
+                         factor: float, history) -> tuple[str, int]:
     """One gate through the driver's loop: run the roles next_roles asks for (X runs are
     the candidate, step time x factor), call it again, until it is empty; then judge."""
-    runs: list[RunSummary] = []
-
-    def run(roles: tuple[str, ...]) -> None:
-        for role in roles:
-            i = len(runs)
-            k = factor if role == "X" else 1.0
-            runs.append(RunSummary(role=role, order=i, median_step_s=float(med[i] * k),
-                                   median_se_s=float(se[i] * k),
-                                   num_measured_steps=MEASURED_STEPS, multimodal=bool(mm[i])))
-
-    run(next_roles(None, policy))
+    roles = tuple(next_roles(None, policy))
     while True:
-        measurement = GateMeasurement(runs=tuple(runs))
+        measurement = GateMeasurement(runs=tuple(_summaries(policy, roles, med, se, mm, factor)))
         more = next_roles(measurement, policy, history=history)
         if not more:
             break
-        run(more)
-    return judge(measurement, policy, history=history).verdict, len(runs)
+        roles += tuple(more)
+    return judge(measurement, policy, history=history).verdict, len(roles)
+
+
+def _run_sequential(policy, med: np.ndarray, se: np.ndarray, mm: np.ndarray, factor: float,
+                    history) -> tuple[str, int]:
+    """The same gate judged ONCE on its whole planned pattern: the engine walks the looks
+    in order and stops at the first crossing, so the verdict and the runs used
+    (``num_runs_used``) equal the driver loop's (checked on the first trials of every cell,
+    ``_run_sequential_loop``) at one engine call instead of one per look."""
+    roles = planned_roles(initial_roles(policy), policy.max_runs)
+    measurement = GateMeasurement(runs=tuple(_summaries(policy, roles, med, se, mm, factor)))
+    verdict = judge(measurement, policy, history=history)
+    return verdict.verdict, int(verdict.to_dict()["num_runs_used"])
 
 
 def _seq_cell(args: tuple) -> dict[str, dict[str, object]]:
+    """One cell: every trial judged by the vectorized replicas (``verdict_vector.py``);
+    the first ENGINE_CHECK_TRIALS trials also by the engine's judge() (one call on the
+    whole planned pattern) and the first LOOP_CHECK_TRIALS by the driver's next_roles
+    loop; disagreements are counted under ``_check``."""
     s_run, model, hist_mode, effect_pct, trials, seed = args
     rng = np.random.default_rng(seed)
     variants = {"sequential": get_policy("sequential")}
+    fixed = {"drift": get_policy("drift"), "ratio-ci": get_policy("ratio-ci")}
     if model == "normal" and hist_mode in ("none", "same"):
         variants["sequential(no cond.)"] = get_policy("sequential", num_conditioning_runs=0)
     n_max = max([p.max_runs for p in variants.values()] + [len(FIXED_PATTERNS[-1])])
     med, se, mm = _run_stats(_steps(rng, (trials, n_max), s_run, model, 0))
     factor = 1.0 + effect_pct / 100.0
-    hist = None
+    hist_ss, hist_dof, histories = None, 0, [None] * min(trials, ENGINE_CHECK_TRIALS)
     if hist_mode != "none":
         h_med, _, _ = _run_stats(_steps(rng, (trials, HISTORY_PAIRS[hist_mode], 2), s_run
                                         * HISTORY_FACTOR[hist_mode], model, 1))
-    out: dict[str, dict[str, object]] = {}
+        logs = np.log(h_med)
+        hist_ss = np.sum((logs - logs.mean(axis=-1, keepdims=True)) ** 2, axis=(-1, -2))
+        hist_dof = HISTORY_PAIRS[hist_mode]
+        histories = [ControlHistory(pairs=tuple(map(tuple, h_med[t].tolist())))
+                     for t in range(len(histories))]
+    out: dict[str, dict[str, object]] = {"_check": {"engine": 0, "loop": 0, "n_engine": 0,
+                                                     "n_loop": 0}}
+    check = out["_check"]
 
-    def record(name: str, verdict: str, runs_used: int) -> None:
-        cell = out.setdefault(name, {"verdicts": {}, "runs": []})
-        cell["verdicts"][verdict] = cell["verdicts"].get(verdict, 0) + 1  # type: ignore[index]
-        cell["runs"].append(runs_used)  # type: ignore[union-attr]
+    def record(name: str, verdicts: np.ndarray, runs_used: np.ndarray) -> None:
+        names, counts = np.unique(verdicts.astype(str), return_counts=True)
+        out[name] = {"verdicts": dict(zip(names.tolist(), counts.tolist())),
+                     "runs": runs_used}
 
-    for t in range(trials):
-        if hist_mode != "none":
-            hist = ControlHistory(pairs=tuple(map(tuple, h_med[t].tolist())))
-        for name, policy in variants.items():
-            record(name, *_run_sequential(policy, med[t], se[t], mm[t], factor, hist))
-        for pattern in FIXED_PATTERNS:
-            is_x = np.array([r == "X" for r in pattern])
-            m = np.where(is_x, med[t, : len(pattern)] * factor, med[t, : len(pattern)])
-            gate = measurement_from_pattern(pattern, m.tolist())
-            if hist_mode == "none":
-                record(f"drift {pattern}", judge(gate, get_policy("drift")).verdict,
-                       len(pattern))
-            if pattern in ("AXB", "AXBXAXB") and hist_mode in ("none", "same"):
-                record(f"ratio-ci {pattern}", judge(gate, get_policy("ratio-ci"),
-                                                    history=hist).verdict, len(pattern))
+    for name, policy in variants.items():
+        roles = planned_roles(initial_roles(policy), policy.max_runs)
+        is_x = np.array([r == "X" for r in roles])
+        logm = np.log(np.where(is_x, med[:, : len(roles)] * factor, med[:, : len(roles)]))
+        verdicts, runs = vv.sequential_verdicts(policy, roles, len(initial_roles(policy)) - 3,
+                                                logm, se[:, : len(roles)] / med[:, : len(roles)],
+                                                hist_ss, hist_dof)
+        record(name, verdicts, runs)
+        for t, hist in enumerate(histories):
+            one = _run_sequential(policy, med[t], se[t], mm[t], factor, hist)
+            check["n_engine"] += 1  # type: ignore[operator]
+            check["engine"] += one != (verdicts[t], int(runs[t]))  # type: ignore[operator]
+            if t < LOOP_CHECK_TRIALS:
+                loop = _run_sequential_loop(policy, med[t], se[t], mm[t], factor, hist)
+                check["n_loop"] += 1  # type: ignore[operator]
+                check["loop"] += loop != one  # type: ignore[operator]
+    for pattern in FIXED_PATTERNS:
+        is_x = np.array([r == "X" for r in pattern])
+        m = np.where(is_x, med[:, : len(pattern)] * factor, med[:, : len(pattern)])
+        const = np.full(trials, len(pattern))
+        todo = []
+        if hist_mode == "none":
+            todo.append((f"drift {pattern}", vv.drift_verdicts(fixed["drift"], pattern, m),
+                         fixed["drift"]))
+        if pattern in ("AXB", "AXBXAXB") and hist_mode in ("none", "same"):
+            todo.append((f"ratio-ci {pattern}", vv.ratio_ci_verdicts(
+                fixed["ratio-ci"], pattern, m, hist_ss, hist_dof), fixed["ratio-ci"]))
+        for name, verdicts, policy in todo:
+            record(name, verdicts, const)
+            for t, hist in enumerate(histories):
+                gate = measurement_from_pattern(pattern, m[t].tolist())
+                check["n_engine"] += 1  # type: ignore[operator]
+                check["engine"] += judge(gate, policy, history=hist).verdict != verdicts[t]  # type: ignore[operator]
     return out
 
 
@@ -427,6 +480,10 @@ def _sequential_suite(args: argparse.Namespace) -> None:
                     jobs.append((s_run, model, hist_mode, -effect, args.trials, seed))
     with multiprocessing.Pool(args.workers) as pool:
         results = pool.map(_seq_cell, jobs, chunksize=1)
+    checks = [r.pop("_check") for r in results]
+    engine_checked, engine_mismatch = (sum(c["n_engine"] for c in checks),
+                                       sum(c["engine"] for c in checks))
+    loop_checked, loop_mismatch = sum(c["n_loop"] for c in checks), sum(c["loop"] for c in checks)
     table = {(j[0], j[1], j[2], -j[3]): {k: _summary(v, args.trials) for k, v in r.items()}
              for j, r in zip(jobs, results)}
     sd_rng = np.random.default_rng(args.seed - 1)
@@ -453,6 +510,12 @@ def _sequential_suite(args: argparse.Namespace) -> None:
           "the gate's sigma (same), half (x0.5) or double (x2)")
     print(f"# run statistics vectorized here vs the engine's run_statistics: {mismatches} "
           "mismatches in 2000 runs")
+    print(f"# verdicts: vectorized replicas of the engine (benchmarks/verdict_vector.py) vs the "
+          f"engine's judge() on the first {ENGINE_CHECK_TRIALS} trials of every cell and policy: "
+          f"{engine_mismatch} mismatches (verdict, or runs used) in {engine_checked} gates")
+    print(f"# engine: sequential gates judged once on their whole planned pattern (it stops at "
+          f"the first crossing) vs the driver's next_roles loop: {loop_mismatch} mismatches in "
+          f"{loop_checked} gates ({LOOP_CHECK_TRIALS} per cell and variant)")
     print(f"# trials per cell: {args.trials}. FA/FR/neu/inc = accept/reject/neutral/"
           "inconclusive at no effect, %; pow@e = accept when the candidate is e% faster, %;")
     print("# runs = runs used per decision (conditioning run included), mean and 95th "
@@ -503,7 +566,7 @@ def _print_goals(table: dict, sigmas: tuple[float, ...], run_sd: dict, trials: i
           f"{len(bad)} of {len(zero)} cells above 1%: "
           + (", ".join(f"{k[0]:g}/{k[1]}/{k[2]} (FA {zero[k]['accept']:.2f}, FR "
                        f"{zero[k]['reject']:.2f})" for k in bad) or "none"))
-    for hist_mode in ("none", "same"):
+    for hist_mode in ("none", "same", "s50", "x0.5", "x2"):
         rows = [(s, table[(s, "normal", hist_mode, 1.0)][name]) for s in sigmas]
         print(f"# 2. power at a 1% speedup, history {hist_mode}: " + ", ".join(
             f"sigma {s:g} (run_sd {run_sd[(s, 'normal')]:.2f}) {r['accept']:.1f}% in "

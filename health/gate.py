@@ -102,8 +102,18 @@ def infer_node_rank(hostnames: Sequence[str], env: Mapping[str, str]) -> int:
 
 
 def _topology(criteria: Criteria, num_nodes: int, per_node: int, model: str | None) -> str:
-    short = (model or "CPU").replace("NVIDIA ", "")
-    inter = criteria.interconnect.split(",")[0].split("(")[0].strip()
+    """``<nodes>x<per node> <model> <interconnect>`` from what the probes found.
+
+    The interconnect comes from the hardware, not from whichever criteria file judged it:
+    CPU ranks always talk over ``TCP`` (gloo), and a GPU allocation takes the criteria's
+    interconnect only when the criteria are for that GPU model; otherwise none is named.
+    So the same machine gets the same label under any criteria.
+    """
+    if not model:
+        return f"{num_nodes}x{per_node} CPU TCP"
+    short = model.replace("NVIDIA ", "")
+    matches = criteria.gpu_model is not None and criteria.gpu_model.lower() in model.lower()
+    inter = criteria.interconnect.split(",")[0].split("(")[0].strip() if matches else ""
     return f"{num_nodes}x{per_node} {short} {inter}".strip()
 
 

@@ -122,7 +122,9 @@ class NightlySettings(BaseModel):
 
     public_url: str | None = None
     """Base URL of the web ledger used for links in notifications, e.g.
-    ``https://axbgate.example.org``; relative links when unset."""
+    ``https://axbgate.example.org``. Unset: ``axbgate serve`` uses the address it listens
+    on and ``POST /repos/{id}/check`` the base URL of the request; links stay relative
+    only for ``axbgate regate --once`` without it."""
 
     @model_validator(mode="after")
     def _lease_outlives_loop(self) -> "NightlySettings":
@@ -255,6 +257,11 @@ class Settings(BaseSettings):
     api_token: str | None = None
     """Bearer token the CLI sends for writes in remote mode."""
 
+    log_format: Literal["text", "json"] = "text"
+    """Log lines on stderr: ``text`` (time, level, logger, message) or ``json`` (one object
+    per line with ``event``, ``gate_id``, ``state``, ``duration_s`` where the code names
+    them); ``axbgate --log-format`` overrides it."""
+
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     gates: GateServiceSettings = Field(default_factory=GateServiceSettings)
@@ -274,6 +281,14 @@ class Settings(BaseSettings):
     def _absolute_data_dir(self) -> "Settings":
         self.data_dir = self.data_dir.expanduser().resolve()
         return self
+
+    def with_public_url(self, base_url: str) -> "Settings":
+        """These settings, with ``nightly.public_url`` set to ``base_url`` when unset
+        (absolute links in notifications); unchanged when it is set."""
+        if self.nightly.public_url:
+            return self
+        nightly = self.nightly.model_copy(update={"public_url": base_url.rstrip("/")})
+        return self.model_copy(update={"nightly": nightly})
 
     @property
     def database_url(self) -> str:

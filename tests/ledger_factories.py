@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator import store
 from orchestrator import verdict as verdict_engine
-from orchestrator.domain.gate_spec import GateCreate, parse_pattern
+from orchestrator.domain.gate_spec import GateCreate
 from orchestrator.domain.lifecycle import transition
 from orchestrator.usecases.gates import submit_gate
 
@@ -79,10 +79,12 @@ def finish_gate(
     all_policies: bool = False,
     history: list[list[float]] | None = None,
     history_gate_ids: list[int] | None = None,
+    extra_roles: str = "",
 ) -> None:
     """Finish a queued gate: allocation + health checks, run results, verdict (with
     ``all_policies``: every policy through the one builder, the gate's own primary, judged
-    against ``history`` (control medians of the earlier gates ``history_gate_ids``))."""
+    against ``history`` (control medians of the earlier gates ``history_gate_ids``)).
+    ``extra_roles`` appends runs the way a sequential gate extends its pattern."""
     gate = store.gates.get_gate(session=session, gate_id=gate_id)
     alloc = store.allocations.create_allocation(
         session=session,
@@ -116,6 +118,11 @@ def finish_gate(
     gate.allocation_id = alloc.id
     transition(gate, "submitted")
     transition(gate, "running")
+    for order, role in enumerate(extra_roles, start=len(gate.runs)):
+        store.runs.create_run(session=session, gate_id=gate.id, role=role, order=order,
+                              status="pending", env={})
+    session.flush()
+    session.refresh(gate)
     runs = sorted(gate.runs, key=lambda r: r.order)
     assert len(runs) == len(medians_s), "one median per run of the pattern"
     for run, median in zip(runs, medians_s):
@@ -147,7 +154,7 @@ def finish_gate(
                 session=session, path=str(path), size_bytes=len(data), sha256=sha,
                 kind="log", run_id=run.id, gate_id=gate.id,
             )
-    roles = "".join(parse_pattern(gate.run_pattern))
+    roles = "".join(r.role for r in runs)
     if all_policies:
         summaries = [verdict_engine.RunSummary(role=r, order=i, median_step_s=m)  # type: ignore[arg-type]
                      for i, (r, m) in enumerate(zip(roles, medians_s))]
@@ -200,8 +207,9 @@ CALIBRATION_HISTORY = [[0.4300, 0.4302], [0.4301, 0.4299], [0.4298, 0.4301], [0.
 def seed_calibrated(session: Session) -> dict[str, Any]:
     """A family judged with the calibrated default (``sequential``) and every other policy:
     six history gates (A A X B alone: ``sequential`` inconclusive while ``drift`` accepts, so
-    the policies disagree) and one gate 1% faster judged with their control history
-    (accept with a narrow interval, the six history gates linked)."""
+    the policies disagree) and one gate 1% faster, extended to A A X B X A X B and judged
+    with their control history (accept with a narrow interval, the six history gates
+    linked)."""
     history_ids = []
     for i, (a, b) in enumerate(CALIBRATION_HISTORY):
         gid = make_gate(session, title=f"calibrated history {i}", family="ltx2-calibrated",
@@ -210,8 +218,11 @@ def seed_calibrated(session: Session) -> dict[str, Any]:
         history_ids.append(gid)
     target = make_gate(session, title="calibrated 1% faster", family="ltx2-calibrated",
                        tags=["calibrated"], policy="sequential", pattern=None)
-    finish_gate(session, target, medians_s=(0.4283, 0.4300, 0.4257, 0.4302), all_policies=True,
-                history=CALIBRATION_HISTORY, history_gate_ids=history_ids)
+    # Extended to A A X B X A X B (sequential v2 weighs history by the gate's own dof).
+    finish_gate(session, target, medians_s=(0.4283, 0.4300, 0.4257, 0.4302, 0.4257, 0.4301,
+                                            0.4257, 0.4299),
+                all_policies=True, history=CALIBRATION_HISTORY, history_gate_ids=history_ids,
+                extra_roles="XAXB")
     return {"history": history_ids, "target": target}
 
 

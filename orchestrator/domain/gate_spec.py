@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.domain.api_model import ApiModel
 from orchestrator.domain.secrets import parse_secret_ref
 
 __all__ = [
@@ -66,7 +67,7 @@ def parse_pattern(pattern: str) -> list[str]:
     return roles
 
 
-class SourceSpec(BaseModel):
+class SourceSpec(ApiModel):
     """Where a side's code comes from."""
 
     model_config = ConfigDict(extra="forbid")
@@ -102,12 +103,13 @@ class SourceSpec(BaseModel):
         return self
 
 
-class SideSpec(BaseModel):
+class SideSpec(ApiModel):
     """One side of the comparison (control or candidate)."""
 
     model_config = ConfigDict(extra="forbid")
 
     source: SourceSpec = Field(default_factory=SourceSpec)
+    """Where the side's code comes from (repository, ref); empty: the workload as given."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment overrides for every run of this side. A value ``secret://NAME`` is a
     secret reference: the run gets the server variable ``NAME`` (one the operator lists in
@@ -138,7 +140,7 @@ class SideSpec(BaseModel):
         return value
 
 
-class WorkloadSpec(BaseModel):
+class WorkloadSpec(ApiModel):
     """What is measured: the bundled trainer's recipe or an external command."""
 
     model_config = ConfigDict(extra="forbid")
@@ -170,20 +172,25 @@ class WorkloadSpec(BaseModel):
         return self
 
 
-class TopologySpec(BaseModel):
+class TopologySpec(ApiModel):
     """The allocation a gate asks for."""
 
     model_config = ConfigDict(extra="forbid")
 
     nodes: int = Field(1, ge=1, le=1024)
+    """Nodes to allocate."""
     gpus_per_node: int = Field(0, ge=0, le=16)
     """0 means CPU ranks (gloo)."""
     ntasks_per_node: int | None = Field(None, ge=1, le=256)
     """Ranks per node; defaults to ``gpus_per_node`` (or 2 on CPU)."""
     cpus_per_task: int = Field(1, ge=1, le=256)
+    """CPUs per task."""
     partition: str | None = Field(None, pattern=r"^[A-Za-z0-9_.,-]+$")
+    """Slurm partition (None: the service default)."""
     account: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Slurm account (None: the service default)."""
     qos: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    """Slurm QOS (None: none)."""
     time_limit_min: int = Field(60, ge=2, le=10080)
     """Allocation time limit, minutes (at least 2: submitit's 90 s warning signal)."""
     queue_deadline_s: float | None = Field(None, gt=0)
@@ -214,25 +221,28 @@ class TopologySpec(BaseModel):
         return self.ranks_per_node * self.nodes
 
 
-class HealthSpec(BaseModel):
+class HealthSpec(ApiModel):
     """The health gate run before (and optionally between) runs."""
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
+    """Run the health gate (GPU inventory, clocks, fabric, collectives)."""
     criteria: str | None = None
     """Criteria name or TOML path; ``None`` selects by the detected topology."""
     between_runs: bool = False
     """Re-run the fast checks (clocks, scalar all-reduce) before every run."""
     timeout_s: float = Field(300.0, gt=0)
+    """Deadline of the health gate, seconds."""
 
 
-class GateOptions(BaseModel):
+class GateOptions(ApiModel):
     """How a gate is run, apart from the workload and the verdict policy (``Gate.options``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     health: HealthSpec = Field(default_factory=HealthSpec)
+    """Health gate before the runs."""
     run_timeout_s: float = Field(1800.0, gt=0)
     """Deadline of each run, seconds; a run past it is killed and fails the gate."""
     max_log_bytes: int = Field(2 * 1024**3, ge=1024**2, le=64 * 1024**3)
@@ -257,30 +267,48 @@ class GateOptions(BaseModel):
     verdict compares time per sample."""
 
 
-class GateCreate(BaseModel):
+class GateCreate(ApiModel):
     """A gate request (``POST /gates``, ``axbgate gate``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "title": "fused attention", "family": "attention",
+        "control": {"source": {"repo": "https://git.example.com/ltx2.git", "ref": "main"}},
+        "candidate": {"source": {"repo": "https://git.example.com/ltx2.git", "ref": "fused-attn"}},
+        "workload": {"recipe": "ltx2-bench-h200"}, "warmup_steps": 10, "measured_steps": 20,
+        "executor": "slurm", "topology": {"nodes": 1, "partition": "h200"}}]})
 
     title: str = Field("", max_length=255)
+    """Free-text title."""
     kind: Literal["candidate", "regate", "bisect"] = "candidate"
+    """``candidate`` (a change under test), ``regate`` or ``bisect``."""
     family: str | None = Field(None, max_length=255)
+    """Family name grouping related gates (history and stopping points)."""
     tags: list[str] = Field(default_factory=list, max_length=32)
+    """Free-form labels."""
     control: SideSpec = Field(default_factory=SideSpec)
+    """The control side (A and B runs)."""
     candidate: SideSpec = Field(default_factory=SideSpec)
+    """The candidate side (X runs)."""
     workload: WorkloadSpec = Field(default_factory=lambda: WorkloadSpec(recipe="tiny"))
+    """What each run executes: a bundled recipe or an external command."""
     topology: TopologySpec = Field(default_factory=TopologySpec)
+    """What to allocate."""
     run_pattern: str = "A X B"
+    """Order of runs on the allocation, e.g. ``A X B``."""
     warmup_steps: int = Field(10, ge=0, le=100000)
+    """Warmup steps per run (not measured)."""
     measured_steps: int = Field(20, ge=1, le=100000)
+    """Measured steps per run."""
     policy: str = "sequential"
     """Primary verdict policy (DESIGN.md section 3): ``sequential`` (default: calibrated,
     extends the pattern while undecided), ``drift`` (the campaign rule) or ``ratio-ci``;
     every gate stores all three side by side."""
     policy_params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters of the primary policy (empty: the DESIGN defaults)."""
     executor: Literal["local", "slurm", "debug"] | None = None
     """``None``: the service's default executor."""
     health: HealthSpec = Field(default_factory=HealthSpec)
+    """Health gate before the runs."""
     run_timeout_s: float = Field(1800.0, gt=0)
     """Deadline of each run, seconds; a run past it is killed and fails the gate."""
     max_log_bytes: int = Field(2 * 1024**3, ge=1024**2, le=64 * 1024**3)

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from orchestrator.runtime import metrics
 from orchestrator.runtime.loop import LoopService
 from orchestrator.schemas.repos import CheckResultPublic
 from orchestrator.settings import Settings
@@ -38,6 +39,7 @@ __all__ = [
     "LEASE_NAME",
     "NightlyScheduler",
     "build_trigger",
+    "deliver_webhooks",
     "process_finished_gates",
     "regate_pass",
     "run_scheduled_check",
@@ -85,16 +87,33 @@ def process_finished_gates(engine: Engine, settings: Settings) -> int:
     return count
 
 
-def check_one(engine: Engine, settings: Settings, repo_id: int) -> CheckResultPublic | None:
-    """Check one tracked branch in its own transaction; errors are logged, not raised."""
+def deliver_webhooks(engine: Engine, settings: Settings, transport: Any = None) -> int:
+    """Deliver due webhooks, counting each attempt in
+    :data:`~orchestrator.runtime.metrics.WEBHOOK_DELIVERIES` (``transport``: tests).
+
+    Returns:
+        Number of attempts made.
+    """
+    return deliver_due(engine=engine, settings=settings, transport=transport,
+                       on_attempt=metrics.webhook_outcome)
+
+
+def check_one(engine: Engine, settings: Settings, repo_id: int) -> CheckResultPublic:
+    """Check one tracked branch in its own transaction; an error becomes a ``check_failed``
+    result (logged, counted in :data:`~orchestrator.runtime.metrics.NIGHTLY_CHECKS`)."""
     try:
         with Session(engine, expire_on_commit=False) as session:
             result = check_repository(session=session, repo_id=repo_id, settings=settings)
             session.commit()
-    except Exception:
-        logger.exception("repo=%s: check failed", repo_id)
-        return None
-    logger.info("repo=%s check: %s %s", repo_id, result.action, result.message)
+    except Exception as exc:
+        logger.exception("repo=%s: check failed", repo_id,
+                         extra={"event": "repo.check_failed", "repo_id": repo_id})
+        result = CheckResultPublic(repository_id=repo_id, action="check_failed",
+                                   message=f"{type(exc).__name__}: {exc}"[:500])
+    metrics.NIGHTLY_CHECKS.labels(outcome="failed" if result.action == "check_failed" else "ok").inc()
+    logger.info("repo=%s check: %s %s", repo_id, result.action, result.message,
+                extra={"event": "repo.checked", "repo_id": repo_id, "action": result.action,
+                       "gate_id": result.gate_id, "head_sha": result.head_sha})
     return result
 
 
@@ -115,8 +134,8 @@ def regate_pass(engine: Engine, settings: Settings, repo_ids: list[int] | None =
     if repo_ids is None:
         with Session(engine) as session:
             repo_ids = list(queue.enabled_repository_schedules(session=session))
-    results = [r for r in (check_one(engine, settings, rid) for rid in repo_ids) if r is not None]
-    deliver_due(engine=engine, settings=settings)
+    results = [check_one(engine, settings, rid) for rid in repo_ids]
+    deliver_webhooks(engine, settings)
     return results
 
 
@@ -232,11 +251,14 @@ class NightlyScheduler(LoopService):
                 logger.exception("scheduler=%s: %s failed", self.holder, step.__name__)
 
     def _process(self) -> None:
-        with self._lock:
-            process_finished_gates(self.engine, self.settings)
+        with self._lock, metrics.timed_pass("nightly"):
+            count = process_finished_gates(self.engine, self.settings)
+        if count:
+            logger.info("scheduler=%s processed %d finished re-gates", self.holder, count,
+                        extra={"event": "nightly.processed", "count": count})
 
     def _deliver(self) -> None:
-        deliver_due(engine=self.engine, settings=self.settings)
+        deliver_webhooks(self.engine, self.settings)
 
     def stop(self) -> None:
         """Stop the loop and APScheduler, then give the lease up so a successor starts at once."""

@@ -13,11 +13,15 @@ from sqlalchemy.orm import Session
 
 from orchestrator.domain.errors import Conflict
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
-from orchestrator.runtime.nightly import LEASE_NAME, process_finished_gates, regate_pass
+from orchestrator.runtime.nightly import (
+    LEASE_NAME,
+    deliver_webhooks,
+    process_finished_gates,
+    regate_pass,
+)
 from orchestrator.schemas.repos import CheckResultPublic
 from orchestrator.settings import Settings
 from orchestrator.usecases import queue
-from orchestrator.usecases.notify import deliver_due
 
 __all__ = ["run_regate_once"]
 
@@ -76,7 +80,7 @@ def run_regate_once(engine: Engine, settings: Settings, repo_ids: list[int] | No
             poll_pass(engine, settings, gate_ids=busy)
             process_finished_gates(engine, settings)
             time.sleep(poll_s)
-        deliver_due(engine=engine, settings=settings)
+        deliver_webhooks(engine, settings)
         return results
     finally:
         with Session(engine) as session:

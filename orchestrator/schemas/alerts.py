@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
-from orchestrator.schemas.repos import RepoEventPublic
+from orchestrator.domain.api_model import ApiModel
+from orchestrator.schemas.repo_events import RepoEventPublic
 
 __all__ = ["AlertPublic", "AlertsPublic"]
 
@@ -13,12 +12,15 @@ class AlertPublic(RepoEventPublic):
     """An alert event with the repository it is about."""
 
     repository_url: str
+    """URL or local path of the tracked repository."""
     branch: str
+    """The tracked branch."""
 
 
-class AlertsPublic(BaseModel):
+class AlertsPublic(ApiModel):
     """Alerts, newest first."""
 
     data: list[AlertPublic]
+    """The alerts, newest first."""
     num_open: int
     """Alerts in ``data`` not acknowledged yet."""

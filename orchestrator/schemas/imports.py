@@ -6,12 +6,14 @@ ORM objects never leave the use-case layer; these do.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from orchestrator.domain.api_model import ApiModel
 
 __all__ = ["RunImportPublic"]
 
 
-class RunImportPublic(BaseModel):
+class RunImportPublic(ApiModel):
     """What ``axbgate import-log`` / ``POST /runs/import`` reports for one log."""
 
     model_config = ConfigDict(extra="forbid")

@@ -11,8 +11,9 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.domain.api_model import ApiModel
 from orchestrator.domain.gate_spec import (
     HealthSpec,
     SideSpec,
@@ -22,6 +23,12 @@ from orchestrator.domain.gate_spec import (
 )
 from orchestrator.domain.secrets import mask_env, mask_url
 from orchestrator.schemas.drift import DriftPointPublic, DriftPublic, DriftSegmentPublic
+from orchestrator.schemas.repo_events import (
+    BisectionPublic,
+    RepoEventPublic,
+    WebhookAttemptPublic,
+    WebhookDeliveryPublic,
+)
 
 __all__ = [
     "BisectionPublic",
@@ -116,20 +123,25 @@ def validate_webhook_url(value: str) -> str:
     return value
 
 
-class RegateOptions(BaseModel):
+class RegateOptions(ApiModel):
     """Gate parameters of every re-gate and bisection step of a repository."""
 
     model_config = ConfigDict(extra="forbid")
 
     run_pattern: str = "A X B"
+    """Order of runs on the allocation, e.g. ``A X B``."""
     warmup_steps: int = Field(10, ge=0, le=100000)
+    """Warmup steps per run (not measured)."""
     measured_steps: int = Field(20, ge=1, le=100000)
+    """Measured steps per run."""
     health: HealthSpec = Field(default_factory=HealthSpec)
+    """Health gate of each re-gate."""
     run_timeout_s: float = Field(1800.0, gt=0)
     """Deadline of each run, seconds."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment overrides of both sides (same rules as a gate side's ``env``)."""
     policy: Literal["drift", "ratio-ci"] = "drift"
+    """Verdict policy of the re-gates."""
 
     @field_validator("run_pattern")
     @classmethod
@@ -143,16 +155,22 @@ class RegateOptions(BaseModel):
         return value
 
 
-class RepoCreate(BaseModel):
+class RepoCreate(ApiModel):
     """A branch to follow (``POST /repos``, ``axbgate repo add``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "url": "https://git.example.com/ltx2.git", "branch": "main",
+        "workload": {"recipe": "ltx2-bench-h200"}, "executor": "slurm", "schedule": "0 2 * * *",
+        "tolerance_pct": 0.5, "notify": ["https://hooks.example.com/axbgate"], "bisect": True}]})
 
     url: str
     """Repository URL or absolute path of a local repository."""
     branch: str = "main"
+    """Branch to track."""
     workload: WorkloadSpec
+    """What each re-gate runs."""
     topology: TopologySpec = Field(default_factory=TopologySpec)
+    """Topology of each re-gate."""
     executor: Literal["local", "slurm", "debug"] | None = None
     """``None``: the service's default executor."""
     schedule: str = DEFAULT_SCHEDULE
@@ -165,7 +183,9 @@ class RepoCreate(BaseModel):
     bisect: bool = False
     """Bisect a regression spanning more than one commit."""
     enabled: bool = True
+    """Check this repository on its schedule."""
     options: RegateOptions = Field(default_factory=RegateOptions)
+    """Re-gate options (pattern, steps, health, policy)."""
 
     @field_validator("url")
     @classmethod
@@ -188,21 +208,31 @@ class RepoCreate(BaseModel):
         return [validate_webhook_url(v) for v in value]
 
 
-class RepoUpdate(BaseModel):
+class RepoUpdate(ApiModel):
     """A partial update (``PATCH /repos/{id}``); unset fields stay."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"tolerance_pct": 1.0, "enabled": False}]})
 
     branch: str | None = None
+    """Branch to track (a new branch sets a new baseline)."""
     workload: WorkloadSpec | None = None
+    """What each re-gate runs."""
     topology: TopologySpec | None = None
+    """Topology of each re-gate."""
     executor: Literal["local", "slurm", "debug"] | None = None
+    """Executor of the re-gates (None: the service default)."""
     schedule: str | None = None
+    """Cron schedule (UTC) of the checks."""
     tolerance_pct: float | None = Field(None, ge=0.0, le=50.0)
+    """Slowdown beyond this percent is a regression."""
     notify: list[str] | None = Field(None, max_length=16)
+    """Webhook URLs notified of events."""
     bisect: bool | None = None
+    """Bisect a regression to its first bad commit."""
     enabled: bool | None = None
+    """Check this repository on its schedule."""
     options: RegateOptions | None = None
+    """Re-gate options (pattern, steps, health, policy)."""
     last_measured_sha: str | None = None
     """Set the measured head by hand, e.g. to accept a known regression as the new
     baseline (it must be a commit of the repository)."""
@@ -236,27 +266,48 @@ class RepoUpdate(BaseModel):
         return self
 
 
-class RepoPublic(BaseModel):
+class RepoPublic(ApiModel):
     """A tracked repository branch."""
 
     model_config = ConfigDict(from_attributes=True)
 
     id: int
+    """Ledger id (primary key)."""
     url: str
+    """Repository URL (credentials masked)."""
     branch: str
+    """Tracked branch name."""
     workload: dict[str, Any]
+    """What each run executes: a bundled recipe or an external command."""
     topology: dict[str, Any]
+    """Topology: nodes, GPUs per node and interconnect."""
     executor: str
+    """Executor of the re-gates."""
     schedule: str
+    """Cron schedule (UTC) of the checks."""
     tolerance_pct: float
+    """Slowdown beyond this percent is a regression."""
     notify: list[str]
+    """Webhook URLs notified of events."""
     bisect: bool
+    """Bisect a regression to its first bad commit."""
     enabled: bool
+    """The scheduler checks this repository."""
     options: dict[str, Any]
+    """Re-gate options (env values masked)."""
     last_measured_sha: str | None
     """Head whose timing the last re-gate confirmed (or the baseline head)."""
     last_checked_at: dt.datetime | None
+    """When the scheduler last read the branch head (UTC)."""
+    health: Literal["healthy", "failing", "regression", "no_verdict", "unchecked", "disabled"] = "unchecked"
+    """From the newest conclusion of the scheduler: ``failing`` (the last check could not
+    read the branch), ``regression`` (the last re-gate or bisection found one),
+    ``no_verdict`` (the last re-gate gave none), ``healthy`` (baseline, pass or
+    improvement), ``unchecked`` (no check yet), ``disabled``."""
+    health_reason: str | None = None
+    """The message of the event that set ``health`` (None when healthy or unchecked)."""
     created_at: dt.datetime
+    """When the row was stored (UTC)."""
 
     @model_validator(mode="after")
     def _mask(self) -> RepoPublic:
@@ -274,109 +325,28 @@ class RepoCreatedPublic(RepoPublic):
     repository (``webhook-signature`` header); store it now, it is never shown again."""
 
 
-class ReposPublic(BaseModel):
+class ReposPublic(ApiModel):
     """Tracked repositories."""
 
     data: list[RepoPublic]
+    """Tracked repositories."""
     count: int
+    """Number of items matching (all pages)."""
 
 
-class RepoEventPublic(BaseModel):
-    """One conclusion of the scheduler about a tracked branch."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    repository_id: int
-    gate_id: int | None
-    bisection_id: int | None
-    kind: str
-    """baseline, pass, regression, improvement, no_verdict, check_failed, bisect_step,
-    bisect_found, bisect_failed."""
-    control_sha: str | None
-    candidate_sha: str | None
-    verdict: str | None
-    delta_pct: float | None
-    drift_pct: float | None
-    control_median_s: float | None
-    candidate_median_s: float | None
-    carries_over: bool
-    """The stopping point carries over to ``candidate_sha`` as timing-neutral."""
-    alert: bool
-    message: str
-    created_at: dt.datetime
-    acknowledged_at: dt.datetime | None = None
-    """When a person acknowledged this alert; None while it is open."""
-    acknowledged_by: str | None = None
-
-
-class BisectionPublic(BaseModel):
-    """A bisection of a regression and, once found, its first bad commit."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    repository_id: int
-    regression_gate_id: int
-    good_sha: str
-    bad_sha: str
-    commits: list[str]
-    """SHAs after ``good_sha`` up to ``bad_sha``, oldest first."""
-    good_index: int
-    bad_index: int
-    status: str
-    """running, found or failed."""
-    first_bad_sha: str | None
-    first_bad_gate_id: int | None
-    """The gate whose regression verdict established the first bad commit."""
-    delta_pct: float | None
-    """Delta of the first bad commit against the last good commit, percent."""
-    drift_pct: float | None
-    num_gates: int
-    """Bisection gates run (the regression re-gate itself not counted)."""
-    step_gate_ids: list[int] = []
-    message: str
-    created_at: dt.datetime
-    finished_at: dt.datetime | None
-
-
-class WebhookAttemptPublic(BaseModel):
-    """One POST of a webhook delivery."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    attempt: int
-    status_code: int | None
-    error: str | None
-    duration_s: float
-    created_at: dt.datetime
-
-
-class WebhookDeliveryPublic(BaseModel):
-    """One notification to one URL with every attempt."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    event_id: int
-    url: str
-    payload: dict[str, Any]
-    status: str
-    """pending, delivered or failed."""
-    num_attempts: int
-    next_attempt_at: dt.datetime
-    delivered_at: dt.datetime | None
-    attempts: list[WebhookAttemptPublic]
-
-
-class RepoViewPublic(BaseModel):
+class RepoViewPublic(ApiModel):
     """A tracked repository with its recent events, bisections and deliveries."""
 
     repo: RepoPublic
+    """The repository."""
     events: list[RepoEventPublic]
+    """Recent events, newest first."""
     bisections: list[BisectionPublic]
+    """Bisections, newest first."""
     deliveries: list[WebhookDeliveryPublic]
+    """Recent webhook deliveries."""
     gate_ids_in_flight: list[int]
+    """Gates of this repository queued or running now."""
     commit_subjects: dict[str, str] = {}
     """First line of the message of each commit shown (events, bisections), when readable."""
     bisection_warnings: list[str] = []
@@ -384,11 +354,16 @@ class RepoViewPublic(BaseModel):
     first bad commits."""
 
 
-class CheckResultPublic(BaseModel):
+class CheckResultPublic(ApiModel):
     """What one check of a tracked branch did (``axbgate regate --once``)."""
 
     repository_id: int
+    """Id of the tracked repository."""
     action: Literal["baseline", "submitted", "unchanged", "busy", "check_failed", "gave_up", "disabled"]
+    """What the check did."""
     head_sha: str | None = None
+    """Branch head read by the check."""
     gate_id: int | None = None
+    """Re-gate submitted or waited for."""
     message: str = ""
+    """Details of the check (errors included)."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from orchestrator.domain.api_model import ApiModel
 
 __all__ = ["SemanticVerdictPublic"]
 
 
-class SemanticVerdictPublic(BaseModel):
+class SemanticVerdictPublic(ApiModel):
     """The semantic comparison of a gate (issue 19) and the decision it combines into."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -26,3 +28,4 @@ class SemanticVerdictPublic(BaseModel):
     """Evidence: ``reason``, ``floor`` (the controls' disagreement and the tolerances),
     ``findings`` (first differing step and quantity, dtype coverage), ``batch``, ``copies``."""
     created_at: dt.datetime
+    """When the row was stored (UTC)."""

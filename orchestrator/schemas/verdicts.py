@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel
+from orchestrator.domain.api_model import ApiModel
 
 from orchestrator.verdict import plain_sentence
 
@@ -19,13 +19,16 @@ def _num(numbers: dict[str, Any], key: str) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-class VerdictBriefPublic(BaseModel):
+class VerdictBriefPublic(ApiModel):
     """One policy's timing verdict with the numbers a reader needs to trust it."""
 
     policy: str
     """``sequential`` (calibrated default), ``drift`` (the campaign rule) or ``ratio-ci``."""
     verdict: str
+    """accept / neutral / reject / inconclusive (candidate), pass / regression / improvement
+    (re-gate), or failed."""
     is_primary: bool
+    """The gate's own policy (the verdict that decides); the others are shown beside it."""
     delta_pct: float | None = None
     """(candidate - control midpoint) / midpoint x 100, percent; negative is faster."""
     ci_low_pct: float | None = None

@@ -5,10 +5,18 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.domain.secrets import mask_env, mask_override
-from orchestrator.schemas.gates import GatePublic, RunPublic
+from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.secrets import mask_override
+from orchestrator.schemas.gates import GatePublic
+from orchestrator.schemas.runs import (
+    AllocationPublic,
+    ArtifactPublic,
+    HealthCheckPublic,
+    RunDetailPublic,
+    RunStepPublic,
+)
 from orchestrator.schemas.semantics import SemanticVerdictPublic
 from orchestrator.schemas.verdicts import VerdictBriefPublic
 
@@ -40,17 +48,21 @@ _NO_NUL = r"^[^\x00]*$"
 FilterText = Annotated[str | None, Field(default=None, max_length=255, pattern=_NO_NUL)]
 
 
-class TokenPublic(BaseModel):
+class TokenPublic(ApiModel):
     """An API token as listed (never the secret)."""
 
     model_config = ConfigDict(from_attributes=True)
 
     id: int
+    """Ledger id (primary key)."""
     name: str
+    """Who or what uses the token."""
     scopes: list[str] = []
     """``read``, ``submit``, ``decide``, ``admin``."""
     created_at: dt.datetime
+    """When the row was stored (UTC)."""
     revoked_at: dt.datetime | None = None
+    """When it was revoked (UTC); None while active."""
 
 
 _FILTER_VALUES = {
@@ -63,7 +75,7 @@ _FILTER_VALUES = {
 }
 
 
-class GateFilters(BaseModel):
+class GateFilters(ApiModel):
     """Filters of ``GET /gates`` and the ledger page. Empty strings mean "no filter"."""
 
     model_config = ConfigDict(extra="forbid")
@@ -128,7 +140,7 @@ class GateFilters(BaseModel):
         return urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in items.items()})
 
 
-class SideSummary(BaseModel):
+class SideSummary(ApiModel):
     """One side of a gate as the ledger shows it."""
 
     sha: str | None = None
@@ -136,7 +148,9 @@ class SideSummary(BaseModel):
     sha_short: str | None = None
     """First 10 hex digits of the SHA."""
     ref: str | None = None
+    """Git ref of the side (None: the workload as given)."""
     dirty: bool = False
+    """The side's tree had uncommitted changes."""
     overrides: list[str] = []
     """Environment (``NAME=value``, secret values masked) and recipe (``section.key=value``)
     overrides."""
@@ -147,38 +161,58 @@ class SideSummary(BaseModel):
         return self
 
 
-class GateSummaryPublic(BaseModel):
+class GateSummaryPublic(ApiModel):
     """One ledger row: identity, sides, topology, numbers, verdict and decision."""
 
     id: int
+    """Ledger id (primary key)."""
     title: str
+    """Free-text title."""
     family: str | None
+    """Family name grouping related gates (history and stopping points)."""
     tags: list[str]
+    """Free-form labels."""
     kind: str
+    """``candidate``, ``regate`` or ``bisect``."""
     status: str
+    """Lifecycle state (``queued``, ``submitted``, ``running``, ``succeeded``, ``failed``,
+    ``cancelled``; runs also ``pending``, ``skipped``)."""
     status_reason: str | None = None
+    """Why the state was reached (failures and cancellations)."""
     created_at: dt.datetime
+    """When the row was stored (UTC)."""
     control: SideSummary
+    """The control side (A and B runs)."""
     candidate: SideSummary
+    """The candidate side (X runs)."""
     run_pattern: str
+    """Order of runs on the allocation, e.g. ``A X B``."""
     topology: str | None
     """Allocation topology, or the requested shape (``requested 1x8``) before allocation."""
     recipe: str
     """Bundled recipe name, or the external command's program name."""
     allocation_id: int | None
+    """Id of the allocation (one scheduler job) the runs ran on."""
     scheduler_job_id: str | None = None
+    """Scheduler job id of the allocation."""
     health_verdict: str | None = None
+    """Health gate verdict of the allocation: ``healthy``, ``degraded`` or ``failed``."""
     midpoint_s: float | None = None
     """Control midpoint, seconds."""
     candidate_s: float | None = None
     """Candidate run median, seconds."""
     delta_ms: float | None = None
+    """Candidate minus control midpoint, milliseconds per step."""
     delta_pct: float | None = None
+    """Candidate change versus the control midpoint, percent (positive: slower)."""
     drift_pct: float | None = None
+    """Control drift between A and B, percent of the midpoint."""
     mfu_points: float | None = None
+    """Candidate MFU minus control MFU, percentage points."""
     verdict: str | None = None
     """Primary timing verdict."""
     policy: str | None = None
+    """Primary verdict policy of the gate."""
     semantics: str | None = None
     """Semantic status (equal, within tolerance, changed, not comparable, declared change,
     not checked), or None before the gate was judged."""
@@ -195,85 +229,51 @@ class GateSummaryPublic(BaseModel):
     """True when another policy's verdict differs from the primary one."""
 
 
-class GateSummariesPublic(BaseModel):
+class GateSummariesPublic(ApiModel):
     """A page of ledger rows."""
 
     data: list[GateSummaryPublic]
+    """Gates of this page, newest first."""
     count: int
+    """Number of items matching (all pages)."""
 
 
-class HealthCheckPublic(BaseModel):
-    """One health-gate check."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    name: str
-    status: str
-    host: str | None
-    measured: dict[str, Any]
-    threshold: dict[str, Any]
-    message: str | None
-    created_at: dt.datetime
-
-
-class AllocationPublic(BaseModel):
-    """An allocation with its health report."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: int
-    scheduler_job_id: str | None
-    executor: str
-    cluster: str | None
-    hostnames: list[Any]
-    num_nodes: int
-    gpu_model: str | None
-    gpus_per_node: int | None
-    num_gpus: int | None
-    topology: str | None
-    clock_bin: str | None
-    max_sm_clock_mhz: float | None
-    power_limit_w: float | None
-    health_verdict: str
-    driver_version: str | None
-    cuda_version: str | None
-    nccl_version: str | None
-    torch_version: str | None
-    criteria: dict[str, Any]
-    created_at: dt.datetime
-    baseline_eligible: bool = False
-    """Health verdict ``healthy`` (every check passed, healthy clock bin)."""
-    health_checks: list[HealthCheckPublic] = []
-
-
-class DecisionPublic(BaseModel):
+class DecisionPublic(ApiModel):
     """One recorded decision (append-only history)."""
 
     model_config = ConfigDict(from_attributes=True)
 
     id: int
+    """Ledger id (primary key)."""
     gate_id: int
+    """Id of the gate this belongs to."""
     decided_by: str
     """The token's name (API) or the OS user (embedded CLI) that recorded it."""
     decision: str
+    """The human decision."""
     reason: str
+    """Why (required when the decision differs from the timing verdict)."""
     note: str = ""
+    """Any other text."""
     token_id: int | None = None
     """The API token used, ``None`` for the embedded CLI."""
     rerun_gate_id: int | None = None
     """The gate a ``rerun`` decision queued (same request, fresh allocation)."""
     created_at: dt.datetime
+    """When the row was stored (UTC)."""
 
 
-class DecisionCreate(BaseModel):
+class DecisionCreate(ApiModel):
     """Body of ``POST /gates/{id}/decisions``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"decision": "accept", "reason": "",
+                                                                  "note": "merged in #123"}]})
 
     decision: Literal[
         "accept", "reject", "neutral", "inconclusive", "pass", "regression", "improvement", "rerun"
     ]
+    """``accept``, ``reject``, ``neutral``, ``inconclusive``; re-gates ``pass``, ``regression``,
+    ``improvement``; ``rerun`` asks for a new gate."""
     reason: str = Field("", max_length=4000, pattern=_NO_NUL)
     """Why; required when the decision differs from the timing verdict."""
     note: str = Field("", max_length=1000, pattern=_NO_NUL)
@@ -283,136 +283,105 @@ class DecisionCreate(BaseModel):
     (422) unless it equals that name; put anything else in ``note``."""
 
 
-class CancelRequest(BaseModel):
+class CancelRequest(ApiModel):
     """Optional body of ``POST /gates/{id}/cancel``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"reason": "superseded by gate 12"}]})
 
     reason: str = Field("cancelled by user", max_length=1000, pattern=_NO_NUL)
+    """Why the gate is cancelled (stored on the gate)."""
 
 
-class ArtifactPublic(BaseModel):
-    """A kept raw file and its SHA-256."""
+class GateViewPublic(GatePublic):
+    """One gate (``POST /gates``, ``GET /gates/{id}``, ``POST /gates/{id}/cancel``): the
+    gate's own fields at the top level, its runs in detail, and what the gate page shows.
 
-    model_config = ConfigDict(from_attributes=True)
+    Until 0.1 ``GET /gates/{id}`` nested the gate under ``gate``; that key stays (same
+    content as the top level) for old clients and will be removed (docs/api.md)."""
 
-    id: int
-    run_id: int | None
-    gate_id: int | None
-    allocation_id: int | None
-    kind: str
-    size_bytes: int
-    sha256: str
-    created_at: dt.datetime
-    log_url: str | None = None
-    """Where to download it (``/runs/{run_id}/log?artifact_id=...``), when it is a run's."""
-
-
-class RunStepPublic(BaseModel):
-    """One optimizer step as the run reported it."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    step: int
-    slowest_rank_step_s: float | None
-    """Slowest rank's seconds; ``None`` when the run printed only its own rank's time
-    (harness ``BF16_STEP``: rank 0's ``step_time_sec``, in ``rank_step_s``)."""
-    rank_step_s: float | None
-    loss: float | None
-    grad_norm: float | None
-    phase: str | None
-
-
-class RunDetailPublic(RunPublic):
-    """A run with provenance, per-step records and artifacts."""
-
-    mfu_numerator_pct_s: float | None = None
-    flops_per_sample: int | None = None
-    peak_flops_per_gpu: float | None = None
-    provenance: dict[str, Any] = {}
-    result_extra: dict[str, Any] = {}
-    semantics: dict[str, Any] | None = None
-    """What the run trained (batch, loss/grad-norm series, dtype coverage, probe)."""
-    artifacts: list[ArtifactPublic] = []
-    steps: list[RunStepPublic] = []
-    """One page of the per-step records (``GET /runs/{id}``; empty in gate views)."""
-    num_steps: int | None = None
-    """Step records stored for the run (all pages); ``None`` in gate views."""
-    num_series_steps: int = 0
-    """Entries of the whole per-step series (``slowest_rank_step_s`` may hold one page)."""
-    steps_offset: int = 0
-    """First step record / series entry of this page."""
-    steps_limit: int | None = None
-    """Page size asked for; ``None`` in gate views (the whole series is included)."""
-
-    @model_validator(mode="after")
-    def _mask_provenance(self) -> RunDetailPublic:
-        if isinstance(self.provenance.get("env"), dict):
-            self.provenance = {**self.provenance, "env": mask_env(self.provenance["env"])}
-        return self
-
-
-class GateViewPublic(BaseModel):
-    """Everything the gate page shows (``GET /gates/{id}``)."""
-
-    gate: GatePublic
+    runs: list[RunDetailPublic] = []
+    """Runs in pattern order, with their measured numbers and files (per-step records are
+    on ``GET /runs/{id}``)."""
     summary: GateSummaryPublic
-    runs: list[RunDetailPublic]
+    """The gate's ledger row (numbers, verdict, decision)."""
     allocation: AllocationPublic | None
+    """The allocation the runs ran on; None before it started."""
     decisions: list[DecisionPublic]
+    """Decision history, oldest first (the newest counts)."""
     artifacts: list[ArtifactPublic]
+    """Every stored file of the gate."""
     family_history: list[GateSummaryPublic]
     """Earlier gates of the same family (or title when no family), newest first."""
     semantic_verdict: SemanticVerdictPublic | None = None
     """The newest semantic comparison of the gate, with its evidence."""
+    gate: GatePublic = Field(json_schema_extra={"deprecated": True})
+    """Deprecated: the gate again (runs without detail), as ``GET /gates/{id}`` answered
+    before the shapes were unified; read the top-level fields instead."""
 
 
-class StoppingPointPublic(BaseModel):
+class StoppingPointPublic(ApiModel):
     """The best baseline-eligible accepted gate of one topology and recipe."""
 
     topology: str
+    """Topology the stopping point is for."""
     recipe: str
+    """Recipe the stopping point is for."""
     candidate_s: float
     """Candidate run median of the best gate, seconds."""
     num_accepted: int
     """Baseline-eligible accepted gates of this topology and recipe."""
     gate: GateSummaryPublic
+    """The last accepted gate there."""
 
 
-class StoppingPointsPublic(BaseModel):
+class StoppingPointsPublic(ApiModel):
     """The stopping-point table."""
 
     data: list[StoppingPointPublic]
+    """One per (topology, recipe)."""
 
 
-class DecisionGroupPublic(BaseModel):
+class DecisionGroupPublic(ApiModel):
     """Gates of one tag or family with their effective decisions (decision index)."""
 
     group_kind: Literal["family", "tag"]
+    """Grouped by ``family`` or ``tag``."""
     name: str
+    """Family or tag name."""
     num_accepted: int
+    """Gates accepted in this group."""
     num_rejected: int
+    """Gates rejected in this group."""
     gates: list[GateSummaryPublic]
+    """The gates of this group."""
 
 
 Median = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 
 
-class VerdictPreviewCreate(BaseModel):
+class VerdictPreviewCreate(ApiModel):
     """Body of ``POST /verdicts/preview``: run medians in, verdict out (no database)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "pattern": "A X B", "medians_s": [1.000, 0.950, 1.002], "policy": "drift"}]})
 
     pattern: str = Field("A X B", max_length=64)
     """Roles in run order, e.g. ``A X B`` or ``A X B X A``."""
     medians_s: list[Median] = Field(min_length=3, max_length=21)
     """One run median per role, seconds."""
     kind: Literal["candidate", "regate"] = "candidate"
+    """``candidate`` (accept/reject) or ``regate`` (pass/regression/improvement)."""
     policy: str = Field("drift", max_length=32)
+    """Policy to judge with (DESIGN.md section 3)."""
     policy_params: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = {}
     """Policy thresholds, e.g. ``{"max_drift_pct": 2.0}``."""
     mfu_numerator_pct_s: Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)] | None = None
+    """MFU numerator of the runs, percent-seconds (None: no MFU comparison)."""
     control_local_batch_size: int = Field(1, ge=1, le=1_000_000)
+    """Control's samples per rank per micro-batch."""
     control_grad_accum_steps: int = Field(1, ge=1, le=1_000_000)
+    """Control's micro-batches per optimizer step."""
     candidate_local_batch_size: int = Field(1, ge=1, le=1_000_000)
+    """Candidate's samples per rank per micro-batch."""
     candidate_grad_accum_steps: int = Field(1, ge=1, le=1_000_000)
+    """Candidate's micro-batches per optimizer step."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -14,6 +14,7 @@ from orchestrator.domain.errors import Conflict, NotFound
 
 __all__ = [
     "claim_queued_gate",
+    "count_gates_by",
     "create_gate",
     "earlier_succeeded_gates",
     "gate_in_flight_on",
@@ -130,3 +131,13 @@ def gates_with_status(*, session: Session, statuses: tuple[str, ...],
     if gate_ids is not None:
         query = query.where(Gate.id.in_(gate_ids))
     return list(session.scalars(query))
+
+
+def count_gates_by(*, session: Session, column: str, statuses: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Number of gates per value of ``column`` (``status`` or ``executor``), one GROUP BY
+    (only gates in ``statuses`` when given)."""
+    col = getattr(Gate, column)
+    stmt = select(col, func.count()).group_by(col)
+    if statuses is not None:
+        stmt = stmt.where(Gate.status.in_(statuses))
+    return {str(value): int(count) for value, count in session.execute(stmt)}

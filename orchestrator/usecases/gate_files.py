@@ -86,6 +86,24 @@ def _check_one(value: str, field: str, shipped: list[str], what: str, policy: Fi
     return str(resolved)
 
 
+def _local_file(value: str, field: str, shipped: list[str], what: str, _policy: FilePolicy) -> str:
+    """The submitting user's own file: a shipped name, or a path resolved NOW against the
+    submitting process's directory (the allocation runs elsewhere), which must exist."""
+    if _NAME_RE.match(value) and not value.endswith(".toml"):
+        if value in shipped:
+            return value
+        raise ValidationFailed(field, f"unknown {what} {value!r}; shipped: {', '.join(shipped)}; "
+                                      "or give the path of a .toml file")
+    if "\x00" in value:
+        raise ValidationFailed(field, f"the {what} path contains a NUL character")
+    path = Path(value).expanduser()
+    resolved = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    if not resolved.is_file():
+        raise ValidationFailed(field, f"no {what} file {value!r} (looked for {resolved}); give an "
+                                      f"existing file or a shipped name ({', '.join(shipped)})")
+    return str(resolved)
+
+
 def check_gate_files(gate_in: GateCreate, policy: FilePolicy) -> GateCreate:
     """Check the request's path fields against ``policy``.
 
@@ -95,21 +113,22 @@ def check_gate_files(gate_in: GateCreate, policy: FilePolicy) -> GateCreate:
 
     Returns:
         The request, with accepted files rewritten to absolute paths (so the allocation
-        reads the same file).
+        reads the same file). Under :meth:`FilePolicy.unrestricted` a relative path is
+        resolved against the submitting process's current directory.
 
     Raises:
-        ValidationFailed: A path field names something ``policy`` does not allow
-            (``workload.recipe`` or ``health.criteria``).
+        ValidationFailed: A path field names something ``policy`` does not allow, an
+            unknown shipped name, or a file that does not exist (``workload.recipe`` or
+            ``health.criteria``).
     """
-    if not policy.restricted:
-        return gate_in
+    check = _check_one if policy.restricted else _local_file
     update_workload, update_health = {}, {}
     if gate_in.workload.recipe is not None:
-        update_workload["recipe"] = _check_one(gate_in.workload.recipe, "workload.recipe",
-                                               _shipped_recipes(), "recipe", policy)
+        update_workload["recipe"] = check(gate_in.workload.recipe, "workload.recipe",
+                                          _shipped_recipes(), "recipe", policy)
     if gate_in.health.criteria is not None:
-        update_health["criteria"] = _check_one(gate_in.health.criteria, "health.criteria",
-                                               _shipped_criteria(), "criteria", policy)
+        update_health["criteria"] = check(gate_in.health.criteria, "health.criteria",
+                                          _shipped_criteria(), "criteria", policy)
     return gate_in.model_copy(update={
         "workload": gate_in.workload.model_copy(update=update_workload),
         "health": gate_in.health.model_copy(update=update_health),

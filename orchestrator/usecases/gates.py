@@ -97,7 +97,9 @@ def _resolve_side(gate_in: GateCreate, side: str) -> dict[str, Any]:
         # A pinned SHA must exist too: fail now, not on the allocation.
         if _resolve(src.repo, src.sha, side, "sha") != src.sha:
             raise ValidationFailed(f"{side}.source.sha", f"{src.sha} does not name a commit")
-    if src.repo is None:
+    if src.repo is None and gate_in.workload.recipe is not None:
+        # The bundled trainer is axbgate's own code: its commit is the workload's source.
+        # An external command's code is unknown without a repo: no commit is recorded.
         sha, dirty = project_source_state()
         data["source"]["sha"] = sha
         data["source"]["dirty"] = dirty

@@ -28,6 +28,7 @@ import logging
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -237,7 +238,8 @@ def _post(client: httpx.Client, delivery: WebhookDelivery, secret: str | None,
 
 
 def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None = None,
-                transport: httpx.BaseTransport | None = None) -> int:
+                transport: httpx.BaseTransport | None = None,
+                on_attempt: Callable[[str], None] | None = None) -> int:
     """POST every due pending delivery once (one transaction per delivery).
 
     Args:
@@ -245,6 +247,9 @@ def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None =
         settings: ``nightly.webhook_*`` settings.
         now: Current time (tests).
         transport: httpx transport (tests); the default is the network.
+        on_attempt: Called once per attempt with its outcome: ``delivered``, ``retry``
+            (failed, tried again later), ``failed`` (last attempt failed) or ``refused``
+            (the target's address is not allowed).
 
     Returns:
         Number of attempts made.
@@ -274,6 +279,8 @@ def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None =
                     store.webhooks.add_attempt(session=session, delivery=delivery, status_code=code,
                                                error=error, duration_s=time.monotonic() - start)
                     count += 1
+                    outcome = "refused" if refused else "delivered" if error is None else (
+                        "failed" if delivery.num_attempts >= nightly.webhook_max_attempts else "retry")
                     if refused:
                         delivery.status = "failed"
                         logger.warning("delivery=%s to %s refused: %s", delivery.id, delivery.url, error)
@@ -292,6 +299,8 @@ def deliver_due(*, engine: Engine, settings: Settings, now: dt.datetime | None =
                         logger.info("delivery=%s to %s attempt %d failed (%s); retry in %.1f s",
                                     delivery.id, delivery.url, delivery.num_attempts, error, delay)
                     session.commit()
+                if on_attempt is not None:
+                    on_attempt(outcome)
             except Exception:  # a broken row or database hiccup must not stop the pass
                 logger.exception("delivery=%s: delivery pass failed", delivery_id)
     return count

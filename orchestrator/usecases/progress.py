@@ -12,6 +12,7 @@ re-attaches instead of duplicating work.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -28,7 +29,7 @@ from orchestrator.executors import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.plan import GatePaths, read_json
 from orchestrator.usecases.judge import judge_gate
 
-__all__ = ["collect_steps", "ingest_gate"]
+__all__ = ["RunEnd", "collect_steps", "ingest_gate"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,19 @@ logger = logging.getLogger(__name__)
 _SUBMIT_GRACE_S = 600.0
 _MAX_STEP_LINES_PER_PASS = 200_000
 """Step records stored per run and pass; the rest waits for the next pass."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEnd:
+    """A run whose measured result the ledger stored in this pass (for metrics and logs)."""
+
+    gate_id: int
+    order: int
+    role: str
+    status: str
+    """``succeeded`` or ``failed``."""
+    wall_s: float | None
+    """Launch to exit on the allocation, seconds, as the driver measured it."""
 
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:
@@ -125,20 +139,20 @@ def _ingest_steps(session: Session, run: Run, path: Path) -> int:
     return len(rows)
 
 
-def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> None:
+def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> RunEnd | None:
     if run.status in ("succeeded", "failed", "cancelled", "skipped"):
-        return
+        return None
     role = run.role or "X"
     started = read_json(paths.run_started(run.order, role))
     if started is None:
-        return
+        return None
     if run.status == "pending":
         transition(run, "running")
         run.command = started.get("command", [])
     _ingest_steps(session, run, paths.run_steps(run.order, role))
     final = read_json(paths.run_result(run.order, role))
     if final is None:
-        return
+        return None
     outcome = final.get("outcome")
     if outcome is None:
         error = final.get("error") or "the run's result was written without a measured outcome"
@@ -155,6 +169,9 @@ def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> Non
                                      size_bytes=final["log_size_bytes"], sha256=final["log_sha256"],
                                      kind="log", run_id=run.id, gate_id=gate.id)
     transition(run, "failed" if error else "succeeded", reason=error)
+    wall_s = final.get("wall_s")
+    return RunEnd(gate.id, run.order, role, run.status,
+                  float(wall_s) if isinstance(wall_s, (int, float)) and math.isfinite(wall_s) else None)
 
 
 def _add_extension_runs(session: Session, gate: Gate, roles: list[str], alloc: Allocation) -> None:
@@ -224,7 +241,7 @@ def _apply_driver_state(session: Session, gate: Gate, status: dict[str, Any],
 
 def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
                 job_state: JobState | None = None, executor: BaseGateExecutor | None = None,
-                now: dt.datetime | None = None) -> Gate | None:
+                now: dt.datetime | None = None, ended: list[RunEnd] | None = None) -> Gate | None:
     """Store what the driver wrote so far and move the gate forward (idempotent).
 
     Args:
@@ -234,6 +251,8 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
         job_state: Scheduler state of the gate's job, from one batched poll.
         executor: Used to cancel a job that missed its queue deadline.
         now: Current time (tests).
+        ended: When given, a :class:`RunEnd` is appended for every run whose measured
+            result was stored in this call.
 
     Returns:
         The gate, or ``None`` if it does not exist.
@@ -252,7 +271,9 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
         _ingest_health(session, gate, paths, alloc)
         _add_extension_runs(session, gate, status.get("roles") or gate.run_pattern.split(), alloc)
         for run in sorted(gate.runs, key=lambda r: r.order):
-            _ingest_run(session, gate, run, paths)
+            end = _ingest_run(session, gate, run, paths)
+            if end is not None and ended is not None:
+                ended.append(end)
         _apply_driver_state(session, gate, status, job_state, executor)
     _finish_runs(gate)
     session.flush()

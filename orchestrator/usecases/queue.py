@@ -20,8 +20,10 @@ __all__ = [
     "cancelled_gates_with_jobs",
     "enabled_repository_schedules",
     "fail_gate",
+    "gate_counts",
     "finished_regates_to_process",
     "gates_in_flight",
+    "queue_depth",
     "queued_gate_ids",
     "release_lease",
     "repository_gates_in_flight",
@@ -105,3 +107,15 @@ def finished_regates_to_process(*, session: Session) -> list[int]:
 def repository_gates_in_flight(*, session: Session, repo_ids: list[int]) -> list[int]:
     """Gates of these repositories that are queued, submitted or running."""
     return [g.id for rid in repo_ids for g in store.repos.gates_in_flight(session=session, repo_id=rid)]
+
+
+def gate_counts(*, session: Session) -> dict[str, int]:
+    """Number of gates in the ledger per state (states without gates are absent)."""
+    return store.gates.count_gates_by(session=session, column="status")
+
+
+def queue_depth(*, session: Session) -> dict[str, int]:
+    """Queued gates per executor (``local``, ``slurm``, ``debug`` always present, 0 when none)."""
+    counts = dict.fromkeys(("local", "slurm", "debug"), 0)
+    counts.update(store.gates.count_gates_by(session=session, column="executor", statuses=("queued",)))
+    return counts

@@ -22,20 +22,9 @@ from orchestrator.executors.plan import GatePaths
 from orchestrator.schemas.gates import GatePublic
 from orchestrator.schemas.semantics import SemanticVerdictPublic
 from orchestrator.schemas.views import (
-    AllocationPublic,
-    ArtifactPublic,
-    DecisionGroupPublic,
-    DecisionPublic,
-    GateFilters,
-    GateSummariesPublic,
-    GateSummaryPublic,
-    GateViewPublic,
-    RunDetailPublic,
-    RunStepPublic,
-    SideSummary,
-    StoppingPointPublic,
-    StoppingPointsPublic,
-    VerdictPreviewCreate,
+    AllocationPublic, ArtifactPublic, DecisionGroupPublic, DecisionPublic, GateFilters,
+    GateSummariesPublic, GateSummaryPublic, GateViewPublic, RunDetailPublic, RunStepPublic,
+    SideSummary, StoppingPointPublic, StoppingPointsPublic, VerdictPreviewCreate,
 )
 from orchestrator.store.ledger import GateQuery, LedgerRow
 from orchestrator.usecases.verdict_briefs import attach_verdicts
@@ -199,11 +188,13 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
     gate, _ver, _dec, alloc = row
     # Per-step records stay on GET /runs/{id} (paged); the times are in the list.
     runs = [_run_detail(session, r) for r in gate.runs]
+    public = GatePublic.model_validate(gate)
     summary = _summary(row)
     history = [_summary(r) for r in store.ledger.family_rows(session=session, gate=gate)]
     attach_verdicts(session=session, summaries=[summary, *history])
     return GateViewPublic(
-        gate=GatePublic.model_validate(gate),
+        **{k: getattr(public, k) for k in GatePublic.model_fields if k != "runs"},
+        gate=public,
         summary=summary,
         runs=runs,
         allocation=_allocation_public(alloc) if alloc is not None else None,
@@ -303,8 +294,7 @@ def stopping_points(*, session: Session) -> StoppingPointsPublic:
 
     Best means the lowest candidate run median; ties go to the newer gate. The table is
     kept per database until :func:`store.ledger.ledger_version` moves (every ledger page
-    shows it; recomputing it costs a pass over the accepted gates).
-    """
+    shows it; recomputing it costs a pass over the accepted gates)."""
     key = (str(session.get_bind().url), store.ledger.ledger_version(session=session))
     if key not in _POINTS_CACHE:
         _POINTS_CACHE.clear()

@@ -10,15 +10,23 @@ noise of a median but also the run-to-run drift that per-step samples never see.
 * History: each entry (controls of one earlier gate of the same control identity)
   contributes its sum of squared deviations from its own mean and len - 1 degrees of
   freedom; the most recent min(max_history_gates, available) entries are used.
-* Consistency: F = (gate SS / gate dof) / (history SS / history dof). When F exceeds
-  the upper ``check_alpha`` quantile of F(gate dof, history dof) the gate is noisier
-  than its history and the history is dropped (a too-quiet history would make every
-  interval overconfident). A history noisier than the gate is kept: it can only widen
-  the interval. Source: the variance-ratio F test (e.g. Montgomery, Design and
-  Analysis of Experiments, sec. 2.6). With one or two gate degrees of freedom the test
-  is weak: only the identity match of the history protects a decision at the first
-  look (docs/design.md, "limits").
-* Pooled: s^2 = (gate SS + history SS) / (gate dof + history dof) (or the gate's alone).
+* Consistency (two-sided): F = (gate SS / gate dof) / (history SS / history dof). When
+  F exceeds the upper ``check_alpha`` quantile of F(gate dof, history dof) the gate is
+  noisier than its history (a too-quiet history would make every interval
+  overconfident); when F is below the lower ``check_low_alpha`` quantile the history is
+  noisier than the gate (it would only cost power). Either way the history is dropped.
+  Source: the variance-ratio F test (e.g. Montgomery, Design and Analysis of
+  Experiments, sec. 2.6).
+* Weight: a consistent history adds at most h_eff = min(history dof, floor(weight x
+  gate dof)) degrees of freedom, its sum of squares scaled by h_eff / history dof (a
+  power prior with a0 = h_eff / history dof: Ibrahim & Chen 2000, Stat. Sci. 15:46-60).
+  Why capped: with few own degrees of freedom no check can tell a gate twice as noisy as
+  its history (at the 5% level an F test on 1 dof keeps ~70% of them), and a full-weight
+  history that under-states sigma by 2x gives 6-8% false decisions. The most powerful test that keeps
+  false accepts <= 1% in such a gate decides a 1% effect at sigma 0.29% in at most 18% of
+  gates after A X B (Neyman-Pearson bound, docs/design.md section 3.1), so history can
+  only help once the gate has its own degrees of freedom.
+* Pooled: s^2 = (gate SS + history SS x h_eff / history dof) / (gate dof + h_eff).
 * Floor: s >= max(min_sigma_pct / 100, sqrt(mean_j (se_j / m_j)^2)), se_j the exact
   bootstrap standard error of run j's median from its own steps (``spread.py``): run
   medians cannot agree more closely than their own steps allow, so identical medians
@@ -131,21 +139,48 @@ class NoiseEstimate:
     """``gate``, ``gate+history`` or ``floor`` (the floor was larger than the estimate)."""
 
 
+def effective_history_dof(gate_dof: int, history_dof: int, weight: float) -> int:
+    """Degrees of freedom a consistent history adds to a look (module docstring).
+
+    Args:
+        gate_dof: The look's own residual degrees of freedom.
+        history_dof: Degrees of freedom of the selected history.
+        weight: The policy's ``history_weight`` (inf: the whole history).
+
+    Returns:
+        min(history_dof, floor(weight x gate_dof)), >= 0.
+    """
+    if history_dof <= 0 or gate_dof <= 0:
+        return 0
+    if math.isinf(weight):
+        return history_dof
+    return max(0, min(history_dof, int(math.floor(weight * gate_dof + 1e-9))))
+
+
+@lru_cache(maxsize=4096)
+def _f_lower(check_alpha: float, gate_dof: int, history_dof: int) -> float:
+    return float(_scipy_stats.f.ppf(check_alpha, gate_dof, history_dof))
+
+
 def estimate_noise(
     gate_sum_sq: float,
     gate_dof: int,
     history: HistorySelection,
     floor: float,
     check_alpha: float,
+    check_low_alpha: float = 0.0,
+    weight: float = math.inf,
 ) -> NoiseEstimate:
-    """Pool the gate's residual spread with consistent history and apply the floor.
+    """Pool the gate's residual spread with consistent, weighted history; apply the floor.
 
     Args:
         gate_sum_sq: Residual sum of squares of the gate's own log medians.
         gate_dof: Its degrees of freedom (may be 0).
         history: The selected history (:func:`select_history`).
         floor: :func:`sigma_floor`, log units.
-        check_alpha: Level of the one-sided consistency F test (0: never drop).
+        check_alpha: Level of the upper-tail F test (gate noisier; 0: never drops).
+        check_low_alpha: Level of the lower-tail F test (history noisier; 0: never drops).
+        weight: Most history degrees of freedom per own degree of freedom (inf: all).
 
     Returns:
         The :class:`NoiseEstimate`; ``dof`` 0 when neither source has any.
@@ -159,15 +194,22 @@ def estimate_noise(
         if check_alpha > 0.0:
             critical = _f_upper(check_alpha, gate_dof, history.dof)
             use_history = check_f <= critical
+        if use_history and check_low_alpha > 0.0:
+            low = _f_lower(check_low_alpha, gate_dof, history.dof)
+            if check_f < low:
+                use_history, critical = False, low
         check = "consistent" if use_history else "dropped"
         if not math.isfinite(check_f):
             check_f = None
     elif use_history:
         check = "unchecked"
-    sum_sq = gate_sum_sq + (history.sum_sq if use_history else 0.0)
-    dof = gate_dof + (history.dof if use_history else 0)
+    h_eff = effective_history_dof(gate_dof, history.dof, weight) if use_history else 0
+    if check == "unchecked":
+        h_eff = 0
+    sum_sq = gate_sum_sq + (history.sum_sq * h_eff / history.dof if h_eff else 0.0)
+    dof = gate_dof + h_eff
     estimate = math.sqrt(sum_sq / dof) if dof > 0 else 0.0
-    source = "gate+history" if use_history else "gate"
+    source = "gate+history" if h_eff else "gate"
     if estimate < floor:
         source = "floor"
     return NoiseEstimate(
@@ -175,8 +217,8 @@ def estimate_noise(
         dof=dof,
         floor=floor,
         gate_dof=gate_dof,
-        history_dof=history.dof if use_history else 0,
-        num_history_gates=len(history.entries) if use_history else 0,
+        history_dof=h_eff,
+        num_history_gates=len(history.entries) if h_eff else 0,
         check=check,
         check_f=check_f,
         check_critical=critical,

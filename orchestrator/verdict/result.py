@@ -124,12 +124,15 @@ class SequentialDetail:
     information_fraction: float
     """Variance of the final planned estimate / variance of this look's estimate."""
     history_check: str
-    """``none`` (no history), ``consistent``, ``dropped`` (gate noisier than history at
-    the check level), or ``unchecked`` (the gate has too few own degrees of freedom)."""
+    """``none`` (no history), ``consistent`` (kept, weighted: it adds
+    ``num_history_pairs`` dof, 0 while the gate has too few own dof), ``dropped`` (gate
+    noisier than history, or history noisier than the gate, at the check levels), or
+    ``unchecked`` (the gate has no own degrees of freedom)."""
     history_check_f: float | None
     """Variance ratio gate / history of the consistency check; None when not run."""
     history_check_critical: float | None
-    """Upper critical value of that F ratio at the check level; None when not run."""
+    """Critical value of that F ratio: the upper one, or the lower one when the history
+    was dropped as noisier than the gate; None when not run."""
     num_history_gates_dropped: int
     """History entries left out by the consistency check."""
     num_history_pairs_dropped: int

@@ -20,8 +20,12 @@ for the boundary), with effect estimate D, se = sigma sqrt(v) and t-scale bounda
 Re-gate: regression when D - c se > 0 and D > ln(1 + tolerance); improvement mirrored;
 pass (early) within +-neutral_band; extend; at the end pass, or inconclusive when the
 MDE exceeds max_mde. MDE = (c + t_{power, dof}) se beyond min_effect (or tolerance).
-Looks with fewer planned degrees of freedom than ``min_dof`` spend no error; they report
-their interval at the final look's nominal level and never decide.
+Looks with fewer planned degrees of freedom than ``min_dof`` (own residual dof plus the
+weighted history's, ``calibration.effective_history_dof``) spend no error; they report
+their interval at the final look's nominal level and never decide. With the default
+history weight (0.25 dof per own dof) the first deciding look is at 8 runs with or
+without history: a history cannot be checked on the 1-2 own dof of the first looks
+(docs/design.md section 3.1, "limits").
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from orchestrator.verdict.boundaries import NO_BOUNDARY, spent_alpha, z_boundari
 from orchestrator.verdict.calibration import (
     HistorySelection,
     NoiseEstimate,
+    effective_history_dof,
     estimate_noise,
     select_history,
     sigma_floor,
@@ -102,6 +107,9 @@ def build_schedule(roles: tuple[str, ...], num_cond: int, history_dof: int,
         history_dof: Degrees of freedom of the selected history (before the check).
         policy: Budget, error and spending.
 
+    A look spends error when its own planned residual dof plus the history dof it
+    may add (``effective_history_dof``) reach ``policy.min_dof``.
+
     Returns:
         The :class:`Schedule`.
     """
@@ -110,7 +118,8 @@ def build_schedule(roles: tuple[str, ...], num_cond: int, history_dof: int,
     ends = tuple(look_ends(used))
     specs = [design(design_key(used[:e])) for e in ends]
     final_v = specs[-1].var_factor
-    eligible = [spec.dof + history_dof >= policy.min_dof for spec in specs]
+    eligible = [spec.dof + effective_history_dof(spec.dof, history_dof, policy.history_weight)
+                >= policy.min_dof for spec in specs]
     fractions = tuple(min(1.0, final_v / spec.var_factor) for spec in specs)
     spend_on = tuple(f for f, ok in zip(fractions, eligible) if ok)
     bounds = iter(z_boundaries(spend_on, policy.alpha, policy.spending_gamma)
@@ -124,7 +133,8 @@ def _look(k: int, sched: Schedule, measurement: GateMeasurement, history: Histor
     used = measurement.runs[sched.num_cond : sched.num_cond + sched.ends[k]]
     fit = fit_look(used)
     noise = estimate_noise(fit.sum_sq, fit.dof, history,
-                           sigma_floor(used, policy.min_sigma_pct), policy.history_check_alpha)
+                           sigma_floor(used, policy.min_sigma_pct), policy.history_check_alpha,
+                           policy.history_check_low_alpha, policy.history_weight)
     decides = sched.z[k] != NO_BOUNDARY
     last_z = next((z for z in reversed(sched.z) if z != NO_BOUNDARY), NO_BOUNDARY)
     z = sched.z[k] if decides else last_z
@@ -135,7 +145,7 @@ def _look(k: int, sched: Schedule, measurement: GateMeasurement, history: Histor
     t_pow = _t_isf(1.0 - policy.mde_power, noise.dof) if noise.dof > 0 else math.inf
     stats = LookStats(
         index=k, effect=fit.effect, se=se, critical=c, z=sched.z[k], p=p,
-        low=fit.effect - half, high=fit.effect + half,
+        low=max(fit.effect - half, -_MAX_LOG), high=min(fit.effect + half, _MAX_LOG),
         mde_log=min((c + t_pow) * se, _MAX_LOG), decides=decides and math.isfinite(c),
         num_runs=sched.num_cond + sched.ends[k],
     )
@@ -206,6 +216,11 @@ def _notes(measurement: GateMeasurement, noise: NoiseEstimate, num_cond: int) ->
                      "steps form two groups, so sigma is floored by their median errors")
     if noise.check == "dropped" and noise.check_f is None:
         notes.append("history dropped: its control medians have no spread at all")
+    elif noise.check == "dropped" and noise.check_critical is not None \
+            and noise.check_f < noise.check_critical:
+        notes.append(f"history dropped: the gate's variance is {noise.check_f:.2f}x the "
+                     f"history's (< {noise.check_critical:.2f}, the lower F critical value: "
+                     "the history is noisier than the gate)")
     elif noise.check == "dropped":
         notes.append(f"history dropped: the gate's variance is {noise.check_f:.2f}x the "
                      f"history's (> {noise.check_critical:.2f}, the F test's critical value)")

@@ -36,6 +36,7 @@ READ_ROUTES = {
     ("GET", "/repos/{repo_id}"),
     ("GET", "/repos/{repo_id}/drift"),
     ("GET", "/alerts"),
+    ("GET", "/metrics"),
 }
 BODY_ROUTES = {
     ("POST", "/gates"): GATE_BODY,

@@ -59,7 +59,7 @@ def test_repos_crud_check_and_pages(client, auth, tmp_path):
     assert submitted["action"] == "submitted" and submitted["head_sha"] == head
     again = client.post(f"/repos/{repo_id}/check", headers=auth).json()
     assert again["action"] == "busy" and again["gate_id"] == submitted["gate_id"]
-    gate = client.get(f"/gates/{submitted['gate_id']}").json()["gate"]
+    gate = client.get(f"/gates/{submitted['gate_id']}").json()
     assert gate["kind"] == "regate" and gate["status"] == "queued"
     view = client.get(f"/repos/{repo_id}").json()
     assert view["gate_ids_in_flight"] == [submitted["gate_id"]]

@@ -164,7 +164,7 @@ def test_secret_values_never_appear_in_answers_pages_cli_or_exports(
     export = tmp_path / "REPORT.md"
     for args in (["show", str(finished)], ["show", str(finished), "--json"], ["show", str(gate_id)],
                  ["ledger"], ["ledger", "--json"], ["report"], ["report", "--json"],
-                 ["report", "--gate", str(finished), "-o", str(export)], ["repo", "list", "--json"],
+                 ["report", str(finished), "-o", str(export)], ["repo", "list", "--json"],
                  ["repo", "show", str(repo_id), "--json"], ["token", "list", "--json"]):
         code, text = _cli(capsys, monkeypatch, db_url, tmp_path, args)
         assert code == 0, (args, text)

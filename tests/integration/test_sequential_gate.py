@@ -47,7 +47,8 @@ def test_default_policy_plans_extends_and_decides(candidate_ms, expected):
     gate = _run(engine, settings, submit(engine, gate_in))
     assert gate.status == "succeeded", gate.status_reason
     roles = "".join(r.role for r in gate.runs)
-    assert roles.startswith("AAXB") and len(roles) <= 12
+    # sequential v2 decides from its third look (8 runs) on, within its 14-run budget
+    assert roles.startswith("AAXBXAXB") and len(roles) <= 14 and len(roles) % 2 == 0
     verdicts = {v.policy: v for v in gate.verdicts}
     assert set(verdicts) == {"sequential", "drift", "ratio-ci"}
     primary = next(v for v in gate.verdicts if v.is_primary)

@@ -31,7 +31,7 @@ def test_server_runs_a_submitted_gate(tmp_path):
             gate_id = created.json()["id"]
             deadline = time.monotonic() + 120
             while True:
-                gate = client.get(f"/gates/{gate_id}").json()["gate"]
+                gate = client.get(f"/gates/{gate_id}").json()
                 if gate["status"] in ("succeeded", "failed", "cancelled"):
                     break
                 assert time.monotonic() < deadline, gate["status"]

@@ -12,6 +12,8 @@ from sqlalchemy.orm import sessionmaker
 
 from orchestrator.app.api.body_limit import BodyLimitMiddleware
 from orchestrator.app.api.errors import install_error_handlers
+from orchestrator.app.api.metrics import router as metrics_router
+from orchestrator.app.api.openapi import declare_errors
 from orchestrator.app.api.routes import (
     alerts,
     allocations,
@@ -66,13 +68,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             for service in app.state.services:
                 await _maybe_await(service.start())
                 started.append(service)
-                logger.info("service %s started", type(service).__name__)
+                logger.info("service %s started", type(service).__name__,
+                            extra={"event": "service.started", "service": type(service).__name__})
             yield
         finally:
             for service in reversed(started):
                 try:
                     await _maybe_await(service.stop())
-                    logger.info("service %s stopped", type(service).__name__)
+                    logger.info("service %s stopped", type(service).__name__,
+                                extra={"event": "service.stopped", "service": type(service).__name__})
                 except Exception:  # a failing stop must not keep the others running
                     logger.exception("service %s failed to stop", type(service).__name__)
 
@@ -100,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, default_bytes=settings.limits.max_body_bytes,
                        path_bytes={"/runs/import": settings.limits.max_import_bytes})
     for module in (gates, runs, allocations, stopping_points, verdicts, repos, alerts, health):
-        app.include_router(module.router)
+        app.include_router(declare_errors(module.router))
+    app.include_router(declare_errors(metrics_router))
     mount_web(app)
     return app

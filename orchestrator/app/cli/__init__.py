@@ -30,14 +30,48 @@ app = typer.Typer(
 )
 
 
-@app.callback()
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"axbgate {version('axbgate')}")
+        except PackageNotFoundError:  # a source tree without an install
+            typer.echo("axbgate (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback(epilog="Examples:\n\n  axbgate gate --repo . --control-ref main --candidate-ref HEAD --recipe ltx2-bench-h200\n\n"
+                     "  axbgate ledger --limit 20\n\n  axbgate --log-format json serve --port 8000")
 def _root(
+    ctx: typer.Context,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level.")] = False,
+    log_format: Annotated[str | None, typer.Option(
+        "--log-format", help="Log lines as 'text' or 'json' (one object per line); default "
+                             "AXBGATE_LOG_FORMAT or text.")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the axbgate version and exit.")] = False,
 ) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """A/X/B performance gates for GPU training: faster, slower, or noise?"""
+    from orchestrator.app.cli.common import configure_logging, fail
+
+    if log_format is not None and log_format not in ("text", "json"):
+        fail(f"--log-format must be 'text' or 'json', got {log_format!r}")
+    ctx.obj = {"log_format": log_format or _configured_format()}
+    configure_logging(level=logging.INFO if verbose else logging.WARNING, fmt=ctx.obj["log_format"])
+
+
+def _configured_format() -> str:
+    """``log_format`` of the settings, ``text`` when the settings do not validate (the
+    verb that reads them reports that)."""
+    from pydantic import ValidationError
+
+    from orchestrator.settings import get_settings
+
+    try:
+        return get_settings().log_format
+    except ValidationError:
+        return "text"
 
 
 for _group in (verdict, logs, admin, gate, ledger, repos):

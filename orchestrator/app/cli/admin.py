@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.app.cli.common import clean, echo_json, embedded, open_engine, settings
+from orchestrator.app.cli.common import (
+    clean,
+    configure_logging,
+    echo_json,
+    embedded,
+    open_engine,
+    settings,
+)
 
 __all__ = ["register"]
 
@@ -57,19 +64,44 @@ def db_current() -> None:
 
 
 
+def listen_url(host: str, port: int) -> str:
+    """The base URL clients reach ``serve`` at: ``http://HOST:PORT``, with a wildcard
+    address (``0.0.0.0``, ``::``) replaced by this machine's fully qualified name."""
+    import socket
+
+    name = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+    name = f"[{name}]" if ":" in name else name
+    return f"http://{name}:{port}"
+
+
 def serve(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
 ) -> None:
-    """Start the API and the web ledger (uvicorn); the embedded default needs no setup."""
+    """Start the API and the web ledger (uvicorn); the embedded default needs no setup.
+
+    Logs at INFO: service start/stop, dispatcher, poller and nightly scheduler events (gate
+    id, state, durations) and the access lines; `axbgate --log-format json serve` writes one
+    JSON object per line.
+
+    Example: axbgate --log-format json serve --host 0.0.0.0 --port 8000
+    """
+    import logging
+
     import uvicorn
 
     from orchestrator.app.api import create_app
 
-    current = settings()
+    current = settings().with_public_url(listen_url(host, port))
     open_engine()  # the database answers and its schema is current, or one clear line
-    typer.echo(f"axbgate serving http://{host}:{port}/ledger (API docs at /docs)", err=True)
-    uvicorn.run(create_app(current), host=host, port=port, log_level="info")
+    fmt = (ctx.obj or {}).get("log_format") or current.log_format
+    configure_logging(level=logging.INFO, fmt=fmt)
+    logging.getLogger("orchestrator.serve").info(
+        "axbgate serving http://%s:%d/ledger (API docs at /docs; data dir %s)", host, port,
+        current.data_dir,
+        extra={"event": "serve.start", "host": host, "port": port})
+    uvicorn.run(create_app(current), host=host, port=port, log_level="info", log_config=None)
 
 
 @token_app.command("create")

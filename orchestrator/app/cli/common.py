@@ -16,8 +16,11 @@ from typing import Any, NoReturn
 import typer
 from pydantic import ValidationError
 
+from orchestrator.app.logsetup import configure_logging
+
 __all__ = [
     "clean",
+    "configure_logging",
     "echo_json",
     "embedded",
     "fail",

@@ -8,7 +8,38 @@ from typing import Any
 
 from orchestrator.app.cli.common import print_verdict, rich_text, settings
 
-__all__ = ["follow_gate", "follow_gate_remote", "print_gate"]
+__all__ = ["follow_gate", "follow_gate_remote", "print_gate", "track_run"]
+
+_ENDED = ("succeeded", "failed", "cancelled", "skipped")
+
+
+def track_run(progress, tasks: dict[int, Any], *, order: int, role: str | None, status: str,
+              total: int, completed: int, info: str) -> None:
+    """Show one run's progress bar; its clock runs only while the run runs.
+
+    A run's task is added stopped (``pending``), started when the run is first seen past
+    pending, and stopped when it ends, so the elapsed column is that run's own time, not
+    the time since the gate started.
+
+    Args:
+        progress: A ``rich.progress.Progress``.
+        tasks: Task id per run order (updated here).
+        order: The run's position in the pattern.
+        role: ``A``, ``X`` or ``B``.
+        status: The run's state.
+        total: Steps the run is asked for (warmup plus measured).
+        completed: Step records seen so far.
+        info: Text shown after the bar.
+    """
+    if order not in tasks:
+        tasks[order] = progress.add_task(f"run {order} {role}", total=total, info="pending", start=False)
+    task_id = tasks[order]
+    task = next(t for t in progress.tasks if t.id == task_id)
+    if status != "pending" and task.start_time is None:
+        progress.start_task(task_id)
+    if status in _ENDED and task.stop_time is None and task.start_time is not None:
+        progress.stop_task(task_id)
+    progress.update(task_id, completed=completed, info=info)
 
 
 _CANCEL_WAIT_S = 60.0
@@ -50,12 +81,10 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
                 if state.status == "queued":  # another local gate holds this machine
                     dispatch_pass(engine, current, gate_ids=[gate_id])
                 for run in state.runs:
-                    if run.order not in tasks:
-                        tasks[run.order] = progress.add_task(
-                            f"run {run.order} {run.role}", total=state.num_steps_per_run, info="pending")
                     info = run.status if run.median_step_s is None else (
                         f"{run.status} median {run.median_step_s * 1e3:.3f} ms")
-                    progress.update(tasks[run.order], completed=run.num_steps, info=info)
+                    track_run(progress, tasks, order=run.order, role=run.role, status=run.status,
+                              total=state.num_steps_per_run, completed=run.num_steps, info=info)
                 if state.status in ("succeeded", "failed", "cancelled") and (
                         not cancelled or _cancelled_steps_kept(current, gate_id, cancelled_at)):
                     break
@@ -94,16 +123,13 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
         while True:
             try:
                 view = call("GET", f"/gates/{gate_id}")
-                gate = view["gate"]
-                total = gate["num_warmup_steps"] + gate["num_measured_steps"]
+                total = view["num_warmup_steps"] + view["num_measured_steps"]
                 for run in view["runs"]:
-                    if run["order"] not in tasks:
-                        tasks[run["order"]] = progress.add_task(
-                            f"run {run['order']} {run['role']}", total=total, info="pending")
                     median = run.get("median_step_s")
                     info = run["status"] if median is None else f"{run['status']} median {median * 1e3:.3f} ms"
-                    progress.update(tasks[run["order"]], completed=len(run.get("steps") or []), info=info)
-                if gate["status"] in ("succeeded", "failed", "cancelled"):
+                    track_run(progress, tasks, order=run["order"], role=run["role"], status=run["status"],
+                              total=total, completed=run.get("num_series_steps") or 0, info=info)
+                if view["status"] in ("succeeded", "failed", "cancelled"):
                     return view
                 time.sleep(poll_s)
             except KeyboardInterrupt:

@@ -7,7 +7,9 @@ request goes to the server's API and this process watches it over HTTP.
 
 from __future__ import annotations
 
+import inspect
 import json
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -97,7 +99,7 @@ def gate_cmd(
     partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
     time_limit_min: Annotated[int | None, typer.Option(help="Allocation time limit, minutes.")] = None,
     policy: Annotated[str | None, typer.Option(help="Primary verdict policy: sequential (default), drift or ratio-ci; all three are always stored.")] = None,
-    criteria: Annotated[str | None, typer.Option(help="Health criteria name or TOML path.")] = None,
+    criteria: Annotated[str | None, typer.Option(help="Health criteria: a shipped name or a TOML path (a relative path is resolved here, now).")] = None,
     no_health: Annotated[bool, typer.Option("--no-health", help="Skip the health gate.")] = False,
     run_timeout_s: Annotated[float | None, typer.Option(help="Deadline of each run, s.")] = None,
     max_extend: Annotated[int | None, typer.Option(help="Append X B while inconclusive, up to N times.")] = None,
@@ -107,7 +109,14 @@ def gate_cmd(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Submit and return.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the gate as JSON.")] = False,
 ) -> None:
-    """Run an A/X/B gate: health gate, then A, X, B on ONE allocation, then the verdict."""
+    """Run an A/X/B gate: health gate, then A, X, B on ONE allocation, then the verdict.
+
+    Examples:
+
+      axbgate gate --repo . --control-ref main --candidate-ref HEAD --recipe ltx2-bench-h200
+
+      axbgate gate --command '["python", "bench.py", "{warmup_steps}", "{measured_steps}"]' --control-env IMPL=old --candidate-env IMPL=new
+    """
     from orchestrator.db.session import session_scope
     from orchestrator.usecases import gates as use_cases
 
@@ -194,42 +203,52 @@ def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
         typer.echo(clean(f"gate {gate_id} queued on {settings().server_url}: pattern {created['run_pattern']}"))
     if no_wait:
         if as_json:
-            echo_json(created)
+            echo_json(GatePublic.model_validate(created).model_dump(mode="json"))
         return
     view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
-    gate = GatePublic.model_validate(view["gate"])
+    gate = GatePublic.model_validate(view)
     if as_json:
-        echo_json(view["gate"])
+        echo_json(gate.model_dump(mode="json"))
     else:
         print_gate(gate, {})
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
 
-def submit_cmd(ctx: typer.Context) -> None:
-    """Submit a gate and return at once (`axbgate gate --no-wait`; same options)."""
-    gate = ctx.parent.command.get_command(ctx.parent, "gate")
-    ctx.invoke(gate.callback, **{**_gate_defaults(gate, ctx), "no_wait": True})
+def submit_cmd(**options: Any) -> None:
+    """Submit a gate and return at once: `axbgate gate --no-wait` with the same options.
+
+    Example: axbgate submit --recipe tiny --control-env LR=1e-3 --candidate-env LR=2e-3 --json
+    """
+    gate_cmd(**options, no_wait=True)
 
 
-def _gate_defaults(gate, ctx: typer.Context) -> dict[str, Any]:
-    """Parse ``submit``'s extra arguments with the ``gate`` command's own options."""
-    sub = gate.make_context("submit", list(ctx.args), parent=ctx.parent)
-    return dict(sub.params)
+def _with_gate_options(fn):
+    """Give ``fn`` the signature of :func:`gate_cmd` without ``--no-wait`` (so ``submit
+    --help`` lists every option and Typer parses them)."""
+    signature = inspect.signature(gate_cmd, eval_str=True)
+    fn.__signature__ = signature.replace(
+        parameters=[p for p in signature.parameters.values() if p.name != "no_wait"])
+    fn.__annotations__ = {k: v for k, v in typing.get_type_hints(gate_cmd, include_extras=True).items()
+                          if k != "no_wait"}
+    return fn
 
 
 def watch_cmd(
     gate_id: Annotated[int, typer.Argument(help="Gate id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the final gate as JSON.")] = False,
 ) -> None:
-    """Follow a gate live until it ends (embedded: this process drives it)."""
+    """Follow a gate live until it ends (embedded: this process drives it).
+
+    Example: axbgate watch 12
+    """
     current = settings()
     if current.server_url:
         from orchestrator.schemas import GatePublic
 
         view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
-        gate = GatePublic.model_validate(view["gate"])
-        echo_json(view["gate"]) if as_json else print_gate(gate, {})
+        gate = GatePublic.model_validate(view)
+        echo_json(gate.model_dump(mode="json")) if as_json else print_gate(gate, {})
         if gate.status != "succeeded":
             raise typer.Exit(1)
         return
@@ -274,7 +293,5 @@ def _show_gate(engine, gate_id: int, as_json: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add ``gate``, ``submit`` and ``watch`` to the ``axbgate`` app."""
     app.command("gate")(gate_cmd)
-    app.command(
-        "submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
-    )(submit_cmd)
+    app.command("submit")(_with_gate_options(submit_cmd))
     app.command("watch")(watch_cmd)

@@ -22,7 +22,8 @@ from orchestrator.app.cli.common import (
     rich_text,
 )
 
-__all__ = ["register"]
+__all__ = ["ledger_table", "register"]
+
 
 def _gate_view(gate_id: int):
     from orchestrator.schemas.views import GateViewPublic
@@ -56,7 +57,10 @@ def show(
     gate_id: Annotated[int, typer.Argument(min=1, help="Gate id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Show one gate: numbers, runs, verdicts, health, decisions."""
+    """Show one gate: numbers, runs, verdicts, health, decisions.
+
+    Example: axbgate show 12 --json
+    """
     from orchestrator.app.cli.report import gate_markdown
 
     view = _gate_view(gate_id)
@@ -80,9 +84,15 @@ def ledger(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
     skip: Annotated[int, typer.Option(min=0)] = 0,
+    wide: Annotated[bool, typer.Option("--wide", help="All columns (kind, topology, delta in ms, "
+                                                      "eligible; about 150 columns).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """List gates newest first with numbers, verdict and decision."""
+    """List gates newest first: result (verdict, or state while not judged), candidate and
+    control commits, delta and drift in percent, decision. Fits 80 columns; --wide shows all.
+
+    Example: axbgate ledger --family attention --limit 20
+    """
     from pydantic import ValidationError
 
     from orchestrator.schemas.views import GateFilters
@@ -99,22 +109,58 @@ def ledger(
         echo_json(page.model_dump(mode="json"))
         return
     from rich.console import Console
+
+    Console().print(ledger_table(page, wide=wide))
+
+
+def _result(g) -> str:
+    """The verdict of a judged gate, else its state (``running``, ``failed``, ...)."""
+    return g.verdict if g.verdict and g.status == "succeeded" else g.status
+
+
+def ledger_table(page, *, wide: bool = False):
+    """The ``axbgate ledger`` table: one line per gate within 80 columns (titles and SHAs
+    shortened with an ellipsis, numbers never cut); ``wide`` adds kind, topology, delta in
+    ms and baseline eligibility.
+
+    Args:
+        page: A ``GateSummariesPublic``.
+        wide: All columns (about 150 columns of terminal).
+
+    Returns:
+        A ``rich.table.Table``.
+    """
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"ledger ({page.count} gates)")
-    for col in ("gate", "title", "kind", "status", "X vs A/B", "topology", "delta", "drift",
-                "verdict", "decision", "eligible"):
-        table.add_column(col)
+    table = Table(title=f"ledger ({page.count} gates)", box=box.SIMPLE_HEAD, pad_edge=False,
+                  title_justify="left")
+    table.add_column("gate", justify="right", no_wrap=True)
+    table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=None if wide else 22)
+    if wide:
+        table.add_column("kind", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("X / A,B", no_wrap=True)
+    if wide:
+        table.add_column("topology", no_wrap=True)
+    table.add_column("delta", justify="right", no_wrap=True)
+    table.add_column("drift", justify="right", no_wrap=True)
+    table.add_column("decision", no_wrap=True)
+    if wide:
+        table.add_column("eligible", no_wrap=True)
     for g in page.data:
-        table.add_row(
-            str(g.id), rich_text(g.title), g.kind, g.status,
-            f"{g.candidate.sha_short or '?'} vs {g.control.sha_short or '?'}",
-            rich_text(g.topology or "-"),
-            "-" if g.delta_pct is None else f"{g.delta_ms:+.3f} ms / {g.delta_pct:+.3f} %",
-            "-" if g.drift_pct is None else f"{g.drift_pct:.3f} %",
-            g.verdict or "-", g.decision or "-", "yes" if g.baseline_eligible else "no",
-        )
-    Console().print(table)
+        delta = "-" if g.delta_pct is None else (
+            f"{g.delta_ms:+.3f} ms / {g.delta_pct:+.3f} %" if wide else f"{g.delta_pct:+.2f}%")
+        drift = "-" if g.drift_pct is None else (f"{g.drift_pct:.3f} %" if wide else f"{g.drift_pct:.2f}%")
+        shas = f"{(g.candidate.sha_short or '?')[:7]}/{(g.control.sha_short or '?')[:7]}"
+        row = [str(g.id), rich_text(g.title or "-")]
+        row += [g.kind] if wide else []
+        row += [_result(g), shas]
+        row += [rich_text(g.topology or "-")] if wide else []
+        row += [delta, drift, g.decision or "-"]
+        row += ["yes" if g.baseline_eligible else "no"] if wide else []
+        table.add_row(*row)
+    return table
 
 
 def decide(
@@ -126,7 +172,10 @@ def decide(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Record a decision for a finished gate (append-only history). It is recorded under
-    the API token's name (remote mode) or this OS user (embedded mode)."""
+    the API token's name (remote mode) or this OS user (embedded mode).
+
+    Example: axbgate decide 12 --decision reject --reason "+3 GiB peak memory"
+    """
     from orchestrator.schemas.views import DecisionPublic
     from orchestrator.usecases import gates
 
@@ -152,20 +201,31 @@ def decide(
 
 
 def report(
-    gate: Annotated[int | None, typer.Option("--gate", min=1, help="One gate.")] = None,
+    gate_id: Annotated[int | None, typer.Argument(min=1, help="One gate (default: the ledger).")] = None,
+    gate: Annotated[int | None, typer.Option("--gate", min=1, hidden=True,
+                                             help="Deprecated: give the gate id as the argument.")] = None,
     tag: Annotated[str | None, typer.Option(help="Gates with this tag.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 100,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the data as JSON.")] = False,
 ) -> None:
-    """Write the ledger (or one gate) as Markdown tables for a pull request or REPORT.md."""
+    """Write the ledger (or one gate) as Markdown tables for a pull request or REPORT.md.
+
+    Examples: axbgate report 12 -o GATE.md; axbgate report --tag nightly
+    """
     from orchestrator.app.cli.report import gate_markdown, ledger_markdown
     from orchestrator.schemas.views import GateFilters
 
-    if gate is not None and tag is not None:
-        fail("give --gate or --tag, not both")
     if gate is not None:
-        view = _gate_view(gate)
+        typer.echo(f"axbgate: warning: `report --gate {gate}` is deprecated; use `axbgate report {gate}` "
+                   "(the id is an argument, as for show, watch and decide)", err=True)
+        if gate_id is not None and gate_id != gate:
+            fail(f"two gate ids given ({gate_id} and --gate {gate}); give one")
+        gate_id = gate
+    if gate_id is not None and tag is not None:
+        fail("give a gate id or --tag, not both")
+    if gate_id is not None:
+        view = _gate_view(gate_id)
         data: Any = view.model_dump(mode="json")
         text = gate_markdown(view)
     else:

@@ -94,6 +94,24 @@ def ledger_markdown(
     return "\n".join(out) + "\n"
 
 
+def _interval(numbers: dict[str, Any]) -> str:
+    """The delta's confidence interval in percent, ``[low, high] %``, or ``-``."""
+    low, high = numbers.get("ci_low_pct"), numbers.get("ci_high_pct")
+    if low is None or high is None:
+        return "-"
+    return f"[{_f(low, '+.3f')}, {_f(high, '+.3f')}] %"
+
+
+def _disagreement(verdicts) -> str:
+    """A warning line when the policies of one gate reach different verdicts, else ``""``."""
+    if len({v.verdict for v in verdicts}) < 2:
+        return ""
+    primary = next((v for v in verdicts if v.is_primary), verdicts[0])
+    named = ", ".join(f"{v.policy}={v.verdict}" for v in sorted(verdicts, key=lambda v: not v.is_primary))
+    return (f"**Policies disagree:** {named}. The primary policy ({primary.policy}) decides; "
+            "re-run with a longer pattern or more measured steps before adopting.")
+
+
 def semantic_lines(view: GateViewPublic) -> list[str]:
     """The semantic verdict next to the timing verdict: status, reason, floor, findings."""
     sem = view.semantic_verdict
@@ -124,7 +142,7 @@ def semantic_lines(view: GateViewPublic) -> list[str]:
 
 def gate_markdown(view: GateViewPublic) -> str:
     """Render one gate (medians, deltas, drift, MFU, verdicts, hashes) as Markdown."""
-    g, s = view.gate, view.summary
+    g, s = view, view.summary
     out = [f"## Gate #{g.id}: {g.title or '(untitled)'}", ""]
     out.append(
         f"{g.kind}, pattern `{g.run_pattern}`, {g.num_warmup_steps} warmup + "
@@ -147,22 +165,21 @@ def gate_markdown(view: GateViewPublic) -> str:
         )
     )
     out.append("")
-    out.append(
-        _table(
-            ["policy", "verdict", "midpoint", "delta", "drift", "threshold", "MFU pts"],
-            [
-                [v.policy + (" (primary)" if v.is_primary else ""), v.verdict,
-                 _f(v.numbers.get("midpoint_s"), ".3f", 1000.0, " ms"),
-                 f"{_f(v.numbers.get('delta_ms'), '+.3f', 1.0, ' ms')} "
-                 f"({_f(v.numbers.get('delta_pct'), '+.3f', 1.0, ' %')})",
-                 _f(v.numbers.get("drift_pct"), ".3f", 1.0, " %"),
-                 _f(v.numbers.get("threshold_pct"), ".3f", 1.0, " %"),
-                 _f(v.numbers.get("mfu_points"), "+.2f")]
-                for v in g.verdicts
-            ],
-        )
-    )
+    out.append(_table(
+        ["policy", "verdict", "midpoint", "delta", "interval", "drift", "threshold", "MFU pts", "reason"],
+        [[v.policy + (" (primary)" if v.is_primary else ""), v.verdict,
+          _f(v.numbers.get("midpoint_s"), ".3f", 1000.0, " ms"),
+          f"{_f(v.numbers.get('delta_ms'), '+.3f', 1.0, ' ms')} "
+          f"({_f(v.numbers.get('delta_pct'), '+.3f', 1.0, ' %')})",
+          _interval(v.numbers), _f(v.numbers.get("drift_pct"), ".3f", 1.0, " %"),
+          _f(v.numbers.get("threshold_pct"), ".3f", 1.0, " %"), _f(v.numbers.get("mfu_points"), "+.2f"),
+          v.numbers.get("reason") or ""]
+         for v in sorted(g.verdicts, key=lambda v: not v.is_primary)],
+    ))
     out.append("")
+    disagreement = _disagreement(g.verdicts)
+    if disagreement:
+        out += [disagreement, ""]
     out += semantic_lines(view)
     decision = s.decision or "-"
     basis = " (timing verdict and semantics)" if view.semantic_verdict else " (timing verdict)"

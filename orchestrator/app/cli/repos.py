@@ -133,13 +133,17 @@ def repo_list(as_json: Annotated[bool, typer.Option("--json", help="Print a JSON
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("id", "repository", "branch", "schedule", "executor", "tolerance %", "bisect",
-                  "measured head", "enabled")
+    table = Table("id", "repository", "branch", "health", "schedule", "executor", "tol. %",
+                  "bisect", "measured head")
+    colors = {"healthy": "green", "failing": "red", "regression": "red", "no_verdict": "yellow"}
     for r in repos.data:
-        table.add_row(str(r.id), rich_text(r.url), rich_text(r.branch), r.schedule, r.executor, f"{r.tolerance_pct:g}",
-                      "yes" if r.bisect else "no", (r.last_measured_sha or "-")[:12],
-                      "yes" if r.enabled else "no")
+        health = f"[{colors[r.health]}]{r.health}[/]" if r.health in colors else r.health
+        table.add_row(str(r.id), rich_text(r.url), rich_text(r.branch), health, r.schedule, r.executor,
+                      f"{r.tolerance_pct:g}", "yes" if r.bisect else "no", (r.last_measured_sha or "-")[:12])
     Console().print(table)
+    for r in repos.data:
+        if r.health_reason:
+            typer.echo(clean(f"repository {r.id} {r.health}: {r.health_reason}"))
 
 
 @repo_app.command("show")
@@ -159,13 +163,19 @@ def repo_show(
         echo_json(view.model_dump(mode="json"))
         return
     r = view.repo
-    typer.echo(clean(f"repository {r.id}: {r.url} branch {r.branch}; measured head {r.last_measured_sha or '-'}"))
+    typer.echo(clean(f"repository {r.id}: {r.url} branch {r.branch}; measured head "
+                     f"{r.last_measured_sha or '-'}; health {r.health}"))
     for b in view.bisections:
         typer.echo(clean(f"  bisection {b.id} [{b.status}] {b.good_sha[:10]}..{b.bad_sha[:10]}: "
                          f"first bad {b.first_bad_sha or '-'} delta {b.delta_pct} % drift {b.drift_pct} % "
                          f"({b.num_gates} gates)"))
     for e in view.events:
         typer.echo(clean(f"  {e.created_at:%Y-%m-%d %H:%M} {e.kind:<13} gate {e.gate_id or '-'} {e.message}"))
+    for d in view.deliveries:
+        last = f"; last error: {d.last_error}" if d.last_error else (
+            f"; last answer HTTP {d.last_status_code}" if d.last_status_code else "")
+        typer.echo(clean(f"  notification {d.id} ({d.payload.get('event')}) to {d.url}: {d.status}, "
+                         f"{d.num_attempts} attempts{last}"))
 
 
 @repo_app.command("remove")
@@ -200,17 +210,25 @@ def repo_webhook_secret(
 
 
 def regate_cmd(
+    repo_ids: Annotated[list[int] | None, typer.Argument(help="Repository ids (default: every enabled one).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Do one pass now (required).")] = False,
-    repo: Annotated[list[int] | None, typer.Option("--repo", help="Repository id (repeat; default all).")] = None,
+    repo: Annotated[list[int] | None, typer.Option("--repo", help="Repository id (repeat); the same as the arguments.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Embedded: run the submitted gates here "
                                                        "and follow bisections to the end.")] = False,
     timeout_s: Annotated[float, typer.Option(help="--wait limit, seconds.")] = 6 * 3600.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """One re-gate pass for cron or Slurm's scrontab: process finished re-gates, check each
-    tracked branch, submit a re-gate where the head moved, send notifications."""
+    tracked branch, submit a re-gate where the head moved, send notifications.
+
+    Exits 1 when the check of a repository failed (its branch could not be read), so cron
+    and scrontab report it; `axbgate repo list` then shows it as failing.
+
+    Example: axbgate regate --once 3 --wait
+    """
     if not once:
         fail("regate runs inside `axbgate serve`; use --once for one pass from cron")
+    repo = [*(repo_ids or []), *(repo or [])] or None
     from orchestrator.schemas.repos import CheckResultPublic
 
     if is_remote():
@@ -222,10 +240,14 @@ def regate_cmd(
         results = _embedded_pass(repo or None, wait=wait, timeout_s=timeout_s)
     if as_json:
         echo_json([r.model_dump(mode="json") for r in results])
-        return
-    for r in results:
-        gate = f" gate {r.gate_id}" if r.gate_id else ""
-        typer.echo(clean(f"repository {r.repository_id}: {r.action}{gate} {(r.head_sha or '')[:12]} {r.message}".rstrip()))
+    else:
+        for r in results:
+            gate = f" gate {r.gate_id}" if r.gate_id else ""
+            typer.echo(clean(f"repository {r.repository_id}: {r.action}{gate} "
+                             f"{(r.head_sha or '')[:12]} {r.message}".rstrip()))
+    failed = [r.repository_id for r in results if r.action == "check_failed"]
+    if failed:
+        fail(f"the check of repositories {failed} failed (see above); exit status 1", code=1)
 
 
 def _embedded_pass(repo_ids: list[int] | None, *, wait: bool, timeout_s: float):

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from orchestrator import store
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.schemas.alerts import AlertPublic, AlertsPublic
-from orchestrator.schemas.repos import RepoEventPublic
+from orchestrator.schemas.repo_events import RepoEventPublic
 
 __all__ = ["acknowledge_alert", "list_alerts"]
 

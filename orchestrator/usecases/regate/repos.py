@@ -78,19 +78,39 @@ def add_repository(*, session: Session, repo_in: RepoCreate, default_executor: s
                              webhook_secret=row.webhook_secret)
 
 
+_CONCLUSIONS = {"baseline": "healthy", "pass": "healthy", "improvement": "healthy",
+                "regression": "regression", "bisect_found": "regression", "bisect_failed": "regression",
+                "no_verdict": "no_verdict", "check_failed": "failing"}
+"""Event kinds that conclude a check or re-gate, and the repository health each sets."""
+
+
+def repository_public(*, session: Session, repo) -> RepoPublic:
+    """A repository with its ``health`` read from its newest concluding event."""
+    out = RepoPublic.model_validate(repo)
+    if not repo.enabled:
+        out.health = "disabled"
+        return out
+    events = store.repos.events_of_repo(session=session, repo_id=repo.id,
+                                        kinds=tuple(_CONCLUSIONS), limit=1)
+    if events:
+        out.health = _CONCLUSIONS[events[0].kind]  # type: ignore[assignment]
+        out.health_reason = None if out.health == "healthy" else events[0].message
+    return out
+
+
 def list_repositories(*, session: Session) -> ReposPublic:
-    """Every tracked repository."""
+    """Every tracked repository, with its health."""
     rows = store.repos.list_repos(session=session)
-    return ReposPublic(data=[RepoPublic.model_validate(r) for r in rows], count=len(rows))
+    return ReposPublic(data=[repository_public(session=session, repo=r) for r in rows], count=len(rows))
 
 
 def get_repository(*, session: Session, repo_id: int) -> RepoPublic:
-    """One tracked repository.
+    """One tracked repository, with its health.
 
     Raises:
         NotFound: No repository has that id.
     """
-    return RepoPublic.model_validate(store.repos.get_repo(session=session, repo_id=repo_id))
+    return repository_public(session=session, repo=store.repos.get_repo(session=session, repo_id=repo_id))
 
 
 def update_repository(*, session: Session, repo_id: int, repo_in: RepoUpdate,
@@ -202,7 +222,7 @@ def get_repository_view(*, session: Session, repo_id: int, limit: int = 50,
         shas += [s for b in bisections for s in (b.good_sha, b.bad_sha, b.first_bad_sha) if s]
         subjects = commit_subjects(repo.url, shas, mirrors_dir=mirrors_dir)
     return RepoViewPublic(
-        repo=RepoPublic.model_validate(repo),
+        repo=repository_public(session=session, repo=repo),
         events=events,
         commit_subjects=subjects,
         bisection_warnings=bisection_conflicts(bisections),

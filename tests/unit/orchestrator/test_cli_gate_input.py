@@ -72,3 +72,27 @@ def test_unknown_axbgate_env_is_warned(monkeypatch, caplog):
     with caplog.at_level("WARNING"):
         get_settings()
     assert "AXBGATE_EXECUTOR__BOGUS names no axbgate setting" in caplog.text
+
+
+def test_relative_criteria_path_is_resolved_on_the_submitting_side(capsys, tmp_path, monkeypatch):
+    from tests.factories import FIXTURES
+
+    work = tmp_path / "work"
+    (work / "conf").mkdir(parents=True)
+    (work / "conf" / "mine.toml").write_text((FIXTURES / "criteria-impossible.toml").read_text())
+    monkeypatch.chdir(work)
+    assert main(["submit", "--command", '["true"]', "--criteria", "conf/mine.toml", "--json"]) == 0
+    gate = json.loads(capsys.readouterr().out)
+    # Stored as the absolute path the allocation (started elsewhere) can open.
+    assert gate["options"]["health"]["criteria"] == str((work / "conf" / "mine.toml").resolve())
+
+
+@pytest.mark.parametrize("value", ["conf/missing.toml", "../nowhere/x.toml"])
+def test_missing_criteria_file_is_refused_naming_the_field(capsys, tmp_path, monkeypatch, value):
+    monkeypatch.chdir(tmp_path)
+    assert main(["submit", "--command", '["true"]', "--criteria", value]) == 2
+    err = capsys.readouterr().err
+    assert f"health.criteria: no criteria file {value!r}" in err
+    assert str((tmp_path / value).resolve()) in err
+    assert main(["ledger", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 0

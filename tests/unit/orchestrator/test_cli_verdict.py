@@ -101,12 +101,16 @@ def test_bad_input_exits_2(capsys, args, fragment):
 
 def test_default_policy_is_sequential_and_history_calibrates_it(capsys, tmp_path):
     history = tmp_path / "history.json"
-    history.write_text(json.dumps([[0.1, 0.1002], [0.1001, 0.1], [0.1, 0.1001]]))
-    code = main(["verdict", "--pattern", "A A X B", "--medians", "0.43,0.4284,0.4148,0.4265",
+    history.write_text(json.dumps([[0.1, 0.1003], [0.1002, 0.1], [0.1, 0.1002]]))
+    # conditioning A, then A X B X A X B with X 1% faster: decided at look 3 (8 runs); the
+    # consistent 3-pair history adds floor(0.25 x 4 own dof) = 1 dof (sequential v2)
+    code = main(["verdict", "--pattern", "A A X B X A X B", "--medians",
+                 "0.42828,0.43,0.4257,0.43086,0.42527,0.42936,0.42591,0.43043",
                  "--history", str(history), "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["policy"] == "sequential"
-    assert out["num_history_pairs"] == 3 and out["verdict"] == "accept"
+    assert code == 0 and out["policy"] == "sequential" and out["policy_version"] == "2"
+    assert out["history_check"] == "consistent" and out["num_history_gates"] == 3
+    assert out["num_history_pairs"] == 1 and out["dof"] == 5 and out["verdict"] == "accept"
 
 
 def test_batch_judges_each_line_and_names_bad_ones(capsys, tmp_path):

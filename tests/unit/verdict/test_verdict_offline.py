@@ -14,13 +14,15 @@ from orchestrator.verdict import (
     verdict_from_json,
 )
 
-GATE = {"pattern": "AAXB", "medians_s": [0.996, 1.0, 0.99, 1.001]}
+# conditioning A, then A X B X A X B with X 1% faster: accepted at look 3 (8 runs)
+GATE = {"pattern": "AAXBXAXB", "medians_s": [0.996, 1.0, 0.99, 1.002, 0.989, 0.9985, 0.9905, 1.001]}
 PAIRS = [[1.0, 1.0028], [1.0, 0.9972]] * 10
 
 
 def test_defaults_to_the_sequential_policy_and_matches_judge() -> None:
     out = verdict_from_json({**GATE, "history": PAIRS, "id": "g-7"})
-    ref = judge(measurement_from_pattern("AAXB", GATE["medians_s"]), get_policy("sequential"),
+    ref = judge(measurement_from_pattern(GATE["pattern"], GATE["medians_s"]),
+                get_policy("sequential"),
                 history=ControlHistory(pairs=PAIRS)).to_dict()
     assert out == {"id": "g-7", **ref}
     assert out["policy"] == "sequential" and out["verdict"] == "accept"
@@ -38,8 +40,8 @@ def test_history_object_with_gate_ids_and_per_run_spread() -> None:
     out = verdict_from_json({
         **GATE, "params": {"max_runs": 10}, "kind": "candidate",
         "history": {"pairs": PAIRS, "gate_ids": list(range(20))},
-        "median_se_s": [0.001, 0.001, 0.001, None], "num_measured_steps": [20, 20, 20, 20],
-        "multimodal": [False, False, True, False],
+        "median_se_s": [0.001] * 7 + [None], "num_measured_steps": [20] * 8,
+        "multimodal": [False, False, True] + [False] * 5,
     })
     assert out["history_gate_ids_used"] == [str(i) for i in range(20)]
     assert out["num_multimodal_runs"] == 1 and out["params"]["max_runs"] == 10

@@ -23,6 +23,7 @@ from orchestrator.verdict import (
     run_statistics,
 )
 from orchestrator.verdict.boundaries import z_boundaries
+from orchestrator.verdict.calibration import effective_history_dof
 
 SEQ = get_policy("sequential")
 # 20 earlier (A, B) pairs whose log spread is 0.2%: sigma about 0.2%.
@@ -40,54 +41,86 @@ def test_initial_roles_and_next_roles_before_any_run() -> None:
     assert next_roles(None, get_policy("sequential", num_conditioning_runs=0)) == ("A", "X", "B")
 
 
-def _look1_interval(a1: float, x: float, b: float, history: ControlHistory) -> tuple:
-    """Hand computation of look 1 of A | A X B (conditioning run left out)."""
-    own_ss = (math.log(a1) - math.log(b)) ** 2 / 2
+# cond A, then A X B X A X B: X 1% faster, controls about 0.15% apart
+LOOK3 = [0.996, 1.0, 0.99, 1.002, 0.989, 0.9985, 0.9905, 1.001]
+# eligible looks of the default plan (A | A X B X A X B X A X B X A, 14 runs, QUIET
+# history): looks 3-6 (own dof 4, 6, 8, 10 + history dof 1, 1, 2, 2 >= min_dof 3);
+# information fractions v_final / v_look
+V_FINAL = 1 / 6 + 1 / 7
+
+
+def _look3_interval(medians: list[float], history: ControlHistory) -> tuple:
+    """Hand computation of look 3 (7 used runs) with numpy's least squares."""
+    used = np.log(np.array(medians[1:]))
+    roles = "AXBXAXB"
+    design = np.column_stack([np.ones(7), [r == "X" for r in roles], np.arange(7) - 3.0])
+    coef, res, _, _ = np.linalg.lstsq(design, used, rcond=None)
+    own_ss, own_dof = float(res[0]), 4
     hist_ss = sum((math.log(p) - math.log(q)) ** 2 / 2 for p, q in history.pairs)
-    dof = 1 + len(history.pairs)
-    sigma = math.sqrt((own_ss + hist_ss) / dof)
-    se = sigma * math.sqrt(1.5)
-    # planned pattern AAXBXAXBXAXB: 11 used runs, v_final = 1/5 + 1/6; look 1 v = 1.5
-    fraction = (1 / 5 + 1 / 6) / 1.5
-    z1 = z_boundaries((fraction, (1 / 5 + 1 / 6) / (1 / 2 + 1 / 3), (1 / 5 + 1 / 6)
-                       / (1 / 3 + 1 / 4), (1 / 5 + 1 / 6) / (1 / 4 + 1 / 5), 1.0),
-                      SEQ.alpha, SEQ.spending_gamma)[0]
-    c = stats.t.isf(stats.norm.sf(z1), dof)
-    est = math.log(x) - (math.log(a1) + math.log(b)) / 2
-    return est - c * se, est + c * se, sigma, dof
+    h_eff = 1  # floor(0.25 x 4) of the 20 history dof
+    dof = own_dof + h_eff
+    sigma = math.sqrt((own_ss + hist_ss * h_eff / 20) / dof)
+    se = sigma * math.sqrt(1 / 3 + 1 / 4)
+    z3 = z_boundaries((V_FINAL / (1 / 3 + 1 / 4), V_FINAL / (1 / 4 + 1 / 5),
+                       V_FINAL / (1 / 5 + 1 / 6), 1.0), SEQ.alpha, SEQ.spending_gamma)[0]
+    c = stats.t.isf(stats.norm.sf(z3), dof)
+    return coef[1] - c * se, coef[1] + c * se, sigma, dof, z3, c
 
 
-def test_decided_at_look_one_matches_hand_computation() -> None:
-    medians = [0.996, 1.0, 0.99, 1.001]  # conditioning run 0.4% faster, X 1% faster
-    low, high, sigma, dof = _look1_interval(1.0, 0.99, 1.001, QUIET)
-    assert high < 0.0  # the constructed case crosses the accept boundary at look 1
-    v = judge(_gate("AAXB", medians), SEQ, history=QUIET)
+def test_decided_at_look_three_matches_hand_computation() -> None:
+    low, high, sigma, dof, z3, c = _look3_interval(LOOK3, QUIET)
+    assert high < 0.0  # the constructed case crosses the accept boundary at look 3
+    assert z3 == pytest.approx(2.6891, abs=1e-3) and c == pytest.approx(4.3784, abs=1e-3)
+    v = judge(_gate("AAXBXAXB", LOOK3), SEQ, history=QUIET)
     d = v.to_dict()
     assert v.verdict == "accept", v.reason
-    assert d["sequential_state"] == "decided" and d["num_looks"] == 1 and d["next_roles"] == []
+    assert d["sequential_state"] == "decided" and d["num_looks"] == 3 and d["next_roles"] == []
     assert d["ci_low_pct"] == pytest.approx(math.expm1(low) * 100, rel=1e-9)
     assert d["ci_high_pct"] == pytest.approx(math.expm1(high) * 100, rel=1e-9)
+    assert d["ci_low_pct"] == pytest.approx(-1.5620, abs=1e-3)
     assert d["run_sigma_pct"] == pytest.approx(sigma * 100, rel=1e-9)
-    assert d["dof"] == dof == 21
-    assert d["num_history_gates"] == 20 and d["num_history_pairs"] == 20
+    assert d["z_boundary"] == pytest.approx(z3, rel=1e-9)
+    assert d["critical_value"] == pytest.approx(c, rel=1e-9)
+    assert d["dof"] == dof == 5 and d["num_gate_control_pairs"] == 4
+    assert d["num_history_gates"] == 20 and d["num_history_pairs"] == 1
     assert d["history_check"] == "consistent" and d["num_history_pairs_dropped"] == 0
     assert d["num_conditioning_runs"] == 1
     assert d["first_run_offset_pct"] == pytest.approx(-0.4)
-    assert d["num_runs_used"] == 4 and d["max_runs"] == 12 and d["num_runs_planned"] == 12
-    assert next_roles(_gate("AAXB", medians), SEQ, history=QUIET) == ()
+    assert d["num_runs_used"] == 8 and d["max_runs"] == 14 and d["num_runs_planned"] == 14
+    assert next_roles(_gate("AAXBXAXB", LOOK3), SEQ, history=QUIET) == ()
+    # without history: gate dof only, a wider interval, still an accept here
+    alone = judge(_gate("AAXBXAXB", LOOK3), SEQ).to_dict()
+    assert alone["dof"] == 4 and alone["ci_low_pct"] == pytest.approx(-1.5888, abs=1e-3)
+
+
+def test_look_one_never_decides_even_with_a_matching_history() -> None:
+    # X 3% faster at A X B: v1 accepted here on the history's 20 dof; v2 gives a history
+    # at most floor(0.25 x own dof) dof, so look 1 (1 own dof) spends no error
+    gate = _gate("AAXB", [0.996, 1.0, 0.97, 1.001])
+    v = judge(gate, SEQ, history=QUIET)
+    d = v.to_dict()
+    assert v.verdict == "inconclusive" and "extend with X A" in v.reason
+    assert d["history_check"] == "consistent" and d["num_history_pairs"] == 0
+    assert d["dof"] == 1 and d["z_boundary"] is None
+    assert next_roles(gate, SEQ, history=QUIET) == ("X", "A")
+
+
+@pytest.mark.parametrize(("own", "hist", "weight", "expected"),
+                         [(1, 20, 0.25, 0), (3, 20, 0.25, 0), (4, 20, 0.25, 1), (8, 20, 0.25, 2),
+                          (200, 20, 0.25, 20), (4, 20, 1e9, 20), (0, 20, 1e9, 0), (4, 0, 1.0, 0)])
+def test_effective_history_dof(own, hist, weight, expected) -> None:
+    assert effective_history_dof(own, hist, weight) == expected
 
 
 def test_undecided_look_one_extends_with_x_then_the_other_control() -> None:
-    medians = [0.996, 1.0, 0.996, 1.001]  # X 0.45% faster: inside the look-1 boundary
-    low, high, _, _ = _look1_interval(1.0, 0.996, 1.001, QUIET)
-    assert low < 0.0 < high
+    medians = [0.996, 1.0, 0.996, 1.001]  # X 0.45% faster
     gate = _gate("AAXB", medians)
     v = judge(gate, SEQ, history=QUIET)
     assert v.verdict == "inconclusive" and "extend with X A" in v.reason
     assert v.sequential.sequential_state == "extend"
     assert next_roles(gate, SEQ, history=QUIET) == v.sequential.next_roles == ("X", "A")
     longer = _gate("AAXBXA", medians + [0.995, 0.999])
-    assert next_roles(longer, SEQ, history=QUIET) in {(), ("X", "B")}
+    assert next_roles(longer, SEQ, history=QUIET) == ("X", "B")
 
 
 def test_boundaries_spend_alpha_by_monte_carlo() -> None:
@@ -107,13 +140,18 @@ def test_boundaries_spend_alpha_by_monte_carlo() -> None:
 
 
 def test_budget_exhausted_ends_neutral_or_inconclusive() -> None:
-    quiet = [1.0, 1.0, 1.0004, 0.9996, 1.0003, 1.0, 0.9998, 1.0001, 1.0, 0.9999, 1.0002, 1.0]
-    v = judge(_gate("AAXBXAXBXAXB", quiet), get_policy("sequential", neutral_band_pct=0.0))
+    quiet = [1.0, 1.0, 1.0004, 0.9996, 1.0003, 1.0, 0.9998, 1.0001, 1.0, 0.9999, 1.0002, 1.0,
+             1.0001, 0.9999]
+    gate = _gate("AAXBXAXBXAXBXA", quiet)
+    v = judge(gate, get_policy("sequential", neutral_band_pct=0.0))
     assert v.verdict == "neutral" and v.sequential.sequential_state == "exhausted"
-    assert v.sequential.num_looks == 5 and next_roles(_gate("AAXBXAXBXAXB", quiet), SEQ) == ()
-    noisy = [1.0, 1.0, 1.03, 0.97, 1.02, 1.04, 0.98, 0.96, 1.01, 1.03, 0.99, 0.97]
-    v = judge(_gate("AAXBXAXBXAXB", noisy), SEQ)
-    assert v.verdict == "inconclusive" and "budget of 12 runs used" in v.reason
+    assert v.sequential.num_looks == 6 and next_roles(gate, SEQ) == ()
+    assert "budget of 14 runs used" in v.reason
+    noisy = [1.0, 1.0, 1.03, 0.97, 1.02, 1.04, 0.98, 0.96, 1.01, 1.03, 0.99, 0.97, 1.02, 0.98]
+    v = judge(_gate("AAXBXAXBXAXBXA", noisy), SEQ)
+    assert v.verdict == "inconclusive" and "budget of 14 runs used" in v.reason
+    # a 12-run gate is not done yet: the budget allows one more X + control
+    assert next_roles(_gate("AAXBXAXBXAXB", noisy[:12]), SEQ) == ("X", "A")
 
 
 def test_conditioning_run_is_left_out_of_the_estimate() -> None:
@@ -140,23 +178,35 @@ def test_identical_control_medians_do_not_give_zero_sigma() -> None:
 
 
 def test_history_whose_spread_disagrees_is_dropped_and_reported() -> None:
-    # gate controls 3% apart vs a history at 0.2%: F = 225 >> F(0.95; 1, 20)
+    # gate controls 3% apart vs a history at 0.2%: F = 225 >> F(0.5; 1, 20)
     v = judge(_gate("AAXB", [1.0, 1.0, 0.97, 1.03]), SEQ, history=QUIET)
     d = v.to_dict()
     assert d["history_check"] == "dropped"
     assert d["num_history_gates_dropped"] == 20 and d["num_history_pairs_dropped"] == 20
     assert d["num_history_gates"] == 0 and d["dof"] == 1
     assert d["history_check_f"] > d["history_check_critical"]
+    assert d["history_check_critical"] == pytest.approx(stats.f.isf(0.5, 1, 20), rel=1e-9)
     assert "history dropped" in d["reason"]
-    ok = judge(_gate("AAXB", [1.0, 1.0, 0.97, 1.002]), SEQ, history=QUIET).to_dict()
+    ok = judge(_gate("AAXBXAXB", LOOK3), SEQ, history=QUIET).to_dict()
     assert ok["history_check"] == "consistent" and ok["num_history_gates"] == 20
+
+
+def test_history_noisier_than_the_gate_is_dropped_too() -> None:
+    # gate residuals ~0.15%, history pairs 5% apart: F = 0.0007 < F(0.05; 4, 20) = 0.17
+    noisy = ControlHistory(pairs=[(1.0, 1.05), (1.05, 1.0)] * 10)
+    d = judge(_gate("AAXBXAXB", LOOK3), SEQ, history=noisy).to_dict()
+    assert d["history_check"] == "dropped" and d["dof"] == 4 and d["num_history_pairs"] == 0
+    assert d["history_check_f"] < d["history_check_critical"]
+    assert d["history_check_critical"] == pytest.approx(stats.f.ppf(0.05, 4, 20), rel=1e-9)
+    assert "noisier than the gate" in d["reason"]
 
 
 @pytest.mark.parametrize("available", [30, 50, 70])
 def test_history_uses_min_of_limit_and_available(available) -> None:
     history = ControlHistory(pairs=QUIET.pairs[:1] * available,
                              gate_ids=[str(i) for i in range(available)])
-    d = judge(_gate("AAXB", [1.0, 1.0, 0.99, 1.001]), SEQ, history=history).to_dict()
+    d = judge(_gate("AAXBXAXB", LOOK3), SEQ, history=history).to_dict()
+    assert d["history_check"] == "consistent"
     assert d["num_history_gates"] == min(50, available)
     assert d["num_history_gates_available"] == available
     assert d["history_gate_ids_used"] == [str(i) for i in range(available)][-min(50, available):]
@@ -186,8 +236,9 @@ def test_bimodal_steps_make_no_false_decision(with_history) -> None:
 
 
 def test_regate_kind_and_json_safety() -> None:
-    v = judge(_gate("AAXB", [1.0, 1.0, 1.02, 1.001], kind="regate"), SEQ, history=QUIET)
-    assert v.verdict == "regression", v.reason
+    slower = [0.996, 1.0, 1.02, 1.002, 1.021, 0.9985, 1.0195, 1.001]  # X 2% slower
+    v = judge(_gate("AAXBXAXB", slower, kind="regate"), SEQ, history=QUIET)
+    assert v.verdict == "regression" and v.sequential.num_looks == 3, v.reason
     for medians in ([1.0, 1.0, 50.0, 0.02], [1.0, 1.0, 1.0, 1.0]):
         d = judge(_gate("AAXB", medians), SEQ).to_dict()
         json.dumps(d, allow_nan=False)

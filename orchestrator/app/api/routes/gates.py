@@ -38,8 +38,8 @@ GateId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Gate id.")]
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=GatePublic,
-    responses={200: {"model": GatePublic, "description": "Idempotent repeat: the first gate."}},
+    response_model=GateViewPublic,
+    responses={200: {"model": GateViewPublic, "description": "Idempotent repeat: the first gate."}},
 )
 def submit_gate(
     gate_in: GateCreate,
@@ -57,8 +57,9 @@ def submit_gate(
             description="A repeat with the same key returns the first gate (200).",
         ),
     ] = None,
-) -> GatePublic:
-    """Validate a gate request and queue it (201); an idempotent repeat answers 200.
+) -> GateViewPublic:
+    """Validate a gate request and queue it (201); an idempotent repeat answers 200. The
+    answer has the shape of ``GET /gates/{id}``.
 
     ``executor: debug`` is refused (422): it runs the gate inside the submitting process,
     which only the embedded CLI is. Recipe and criteria files must be shipped names or
@@ -79,7 +80,7 @@ def submit_gate(
         gate, created = _submit(session, gate_in, settings, idempotency_key)
     if not created:
         response.status_code = status.HTTP_200_OK
-    return gate
+    return views.get_gate_view(session=session, gate_id=gate.id)
 
 
 def _submit(session, gate_in: GateCreate, settings, key: str | None) -> tuple[GatePublic, bool]:
@@ -102,23 +103,25 @@ def list_gates(
 
 @router.get("/{gate_id}", response_model=GateViewPublic)
 def get_gate(gate_id: GateId, session: SessionDep, _read: ReadAccessDep) -> GateViewPublic:
-    """One gate: runs with per-step slowest-rank times, verdicts with all numbers, health
-    report, provenance, artifact hashes, decision history and earlier gates of its family."""
+    """One gate: its fields, runs with their measured numbers, verdicts with all numbers,
+    health report, provenance, artifact hashes, decision history and earlier gates of its
+    family (the same shape as ``POST /gates`` answers)."""
     return views.get_gate_view(session=session, gate_id=gate_id)
 
 
-@router.post("/{gate_id}/cancel", response_model=GatePublic)
+@router.post("/{gate_id}/cancel", response_model=GateViewPublic)
 def cancel_gate(
     gate_id: GateId,
     session: SessionDep,
     _token: SubmitTokenDep,
     body: Annotated[CancelRequest | None, Body()] = None,
-) -> GatePublic:
-    """Cancel a queued or running gate (409 once it has finished)."""
+) -> GateViewPublic:
+    """Cancel a queued or running gate (409 once it has finished); answers the gate in
+    the shape of ``GET /gates/{id}``."""
     reason = body.reason if body is not None else "cancelled by user"
     gates.cancel_gate(session=session, gate_id=gate_id, reason=reason)
     session.commit()
-    return gates.get_gate(session=session, gate_id=gate_id)
+    return views.get_gate_view(session=session, gate_id=gate_id)
 
 
 @router.post(

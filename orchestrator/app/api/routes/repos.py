@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Request, Response, status
 
 from orchestrator.app.api.deps import (
     AdminTokenDep,
@@ -97,9 +97,11 @@ def repo_drift(repo_id: RepoId, session: SessionDep, _read: ReadAccessDep) -> Dr
 
 @router.post("/{repo_id}/check", response_model=CheckResultPublic)
 def check_repo(repo_id: RepoId, session: SessionDep, settings: SettingsDep,
-               _token: SubmitTokenDep) -> CheckResultPublic:
+               _token: SubmitTokenDep, request: Request) -> CheckResultPublic:
     """Check the branch now (what one scheduled check does): submit a re-gate when the
-    head moved since the measured head."""
+    head moved since the measured head. Links in the notifications it sends are absolute:
+    ``nightly.public_url``, else this request's base URL."""
+    settings = settings.with_public_url(str(request.base_url))
     out = regate.check_repository(session=session, repo_id=repo_id, settings=settings)
     session.commit()
     return out
