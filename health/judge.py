@@ -22,6 +22,7 @@ from health.collectives import BandwidthResult
 from health.criteria import CollectiveCriteria, Criteria
 from health.fabric import observe_fabric
 from health.gpu_rules import classify_clock_bin, fabric_checks, gpu_checks
+from health.links import judge_links
 from health.outcome import FAIL, HANG, PASS, WARN, CheckOutcome, worst
 from health.results import GateResults
 
@@ -37,6 +38,7 @@ STAGE_CHECKS: dict[str, str] = {
     "gather": "gather",
     "bandwidth": "busbw",
     "localize": "busbw_localize",
+    "links": "links",
     "load": "load",
     "gather_after": "gather",
 }
@@ -147,6 +149,10 @@ def _collective_checks(r: GateResults, c: Criteria) -> list[CheckOutcome]:
             f"slow rank groups {sorted(slow)} (busbw < {c.collectives.fail_ratio:.0%} of the "
             f"group median {med:.1f} GB/s)" if slow else "no single slow group found",
             {"busbw_gbps_by_group": by_group}, {"fail_below_gbps": c.collectives.fail_ratio * med}))
+    if r.links:
+        ok, named, message, measured = judge_links(r.links)
+        out.append(CheckOutcome("links", PASS if ok else FAIL, message, measured,
+                                {"fail_ratio": 0.25, "floor_gbps": 1.0}, ",".join(named) or None))
     return out
 
 

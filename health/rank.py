@@ -91,6 +91,7 @@ class _State:
             "correctness": None,
             "bandwidth": [],
             "localize": [],
+            "links": [],
             "loads": [],
             "hang": None,
             "error": None,
@@ -247,6 +248,18 @@ def run_rank(plan: RankPlan, on_hang: Callable[[HangRecord], None] | None = None
                     seen.add(tuple(item["group"]))
                     state.data["localize"].append(item)
 
+    def links() -> None:
+        from health.links import measure_links  # noqa: PLC0415
+
+        hosts: list[Any] = [None] * plan.world_size
+        dist.all_gather_object(hosts, plan.host, group=ctx["objects"])
+        mine = measure_links(rank=plan.rank, ranks_per_node=plan.local_world_size,
+                             num_nodes=plan.num_nodes, hosts=hosts[::plan.local_world_size],
+                             device=device)
+        got: list[Any] = [None] * plan.world_size
+        dist.all_gather_object(got, mine, group=ctx["objects"])
+        state.data["links"] = [x for per_rank in got for x in per_rank or ()]
+
     def load() -> None:
         from health.load import run_gemm_load  # noqa: PLC0415
 
@@ -292,6 +305,8 @@ def run_rank(plan: RankPlan, on_hang: Callable[[HangRecord], None] | None = None
         and stage("gather", dl.gather_s, gather_nodes)
         and stage("bandwidth", dl.bandwidth_s, bandwidth)
     )
+    if ok and plan.num_nodes > 1:
+        ok = stage("links", dl.bandwidth_s, links)
     if ok and col.localize_on_fail and plan.world_size > 2:
         failed = any(
             busbw_status(b["op"], b["busbw_gbps"], col)[0] == "FAIL"

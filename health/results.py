@@ -45,6 +45,8 @@ class GateResults:
     correctness: CorrectnessResult | None = None
     bandwidth: tuple[BandwidthResult, ...] = ()
     localize: tuple[BandwidthResult, ...] = ()
+    links: tuple[Mapping[str, Any], ...] = ()
+    """Directed node links measured by ``health.links`` (multi-node only)."""
     loads: tuple[LoadResult, ...] = ()
     hangs: tuple[HangRecord, ...] = ()
     errors: tuple[StageError, ...] = ()
@@ -115,6 +117,7 @@ def collect_results(
         ),
         bandwidth=tuple(BandwidthResult.from_dict(b) for b in head.get("bandwidth") or ()),
         localize=tuple(BandwidthResult.from_dict(b) for b in head.get("localize") or ()),
+        links=tuple(head.get("links") or ()),
         loads=tuple(LoadResult.from_dict(x) for x in head.get("loads") or ()),
         hangs=tuple(hangs),
         errors=tuple(errors),

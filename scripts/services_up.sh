@@ -22,3 +22,7 @@ fi
 if [ -x scripts/slurm_up.sh ] || [ -f scripts/slurm_up.sh ]; then
   bash scripts/slurm_up.sh
 fi
+# The two-node "trays" cluster (network namespaces; SLURM_CONF=/etc/slurm-trays/slurm.conf).
+if [ -f scripts/slurm_trays.sh ]; then
+  bash scripts/slurm_trays.sh
+fi

@@ -282,7 +282,10 @@ running_pid() {
         fi
     fi
     # Started by something else (no/stale pid file)? Look it up by exact executable name.
-    pid=$(pgrep -x "$name" | head -n1) || true
+    # (Daemons of the trays cluster, scripts/slurm_trays.sh, carry "-f /etc/slurm-trays/...".)
+    pid=$(for p in $(pgrep -x "$name"); do
+              grep -qa slurm-trays "/proc/$p/cmdline" 2>/dev/null || echo "$p"
+          done | head -n1) || true
     [[ -n $pid ]] && echo "$pid"
     return 0
 }

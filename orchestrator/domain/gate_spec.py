@@ -32,7 +32,8 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OVERRIDE_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+=[^\x00\n\r]*$")
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
 COMMAND_PLACEHOLDERS = frozenset(
-    {"warmup_steps", "measured_steps", "source_dir", "role", "run_index", "nproc", "out_dir"}
+    {"warmup_steps", "measured_steps", "source_dir", "role", "run_index", "nproc", "out_dir",
+     "nnodes", "nproc_per_node"}
 )
 # sbatch options axbgate/submitit set themselves (topology fields, log paths, signal).
 _SLURM_OWNED = frozenset(
@@ -150,8 +151,14 @@ class WorkloadSpec(ApiModel):
     command: list[str] | None = None
     """External harness argv template printing the record contract. Placeholders:
     ``{warmup_steps}``, ``{measured_steps}``, ``{source_dir}``, ``{role}``,
-    ``{run_index}``, ``{nproc}``, ``{out_dir}``. Run once per rank under Slurm (srun)
-    or once on the machine locally."""
+    ``{run_index}``, ``{nproc}`` (all ranks), ``{nnodes}``, ``{nproc_per_node}``,
+    ``{out_dir}``. How often it starts is ``launch``."""
+    launch: Literal["per_node", "per_rank", "batch"] = "per_node"
+    """How a ``command`` is started (docs/multi-node.md): ``per_node`` once per node (a
+    launcher such as torchrun; under Slurm ``srun`` with one task per node), ``per_rank``
+    once per rank (``srun`` with every rank's task; locally ``torch.distributed.run
+    --no-python``), ``batch`` once, in the allocation's batch step on node 0. The bundled
+    trainer (``recipe``) always starts one process per rank."""
 
     @model_validator(mode="after")
     def _one_of(self) -> "WorkloadSpec":
@@ -195,6 +202,13 @@ class TopologySpec(ApiModel):
     """Allocation time limit, minutes (at least 2: submitit's 90 s warning signal)."""
     queue_deadline_s: float | None = Field(None, gt=0)
     """Cancel the gate if the allocation has not started after this many seconds."""
+    resubmit_on_preemption: bool = False
+    """When Slurm preempts the allocation, fail this gate and queue a copy once (a new gate:
+    its own allocation, runs and verdict; runs of two allocations are never judged together)."""
+    preamble: bool = True
+    """Compute the launch preamble (socket interface, raw-IP ``MASTER_ADDR``) for every
+    step. ``false`` only to diagnose: ``MASTER_ADDR`` is then node 0's hostname and no
+    socket interface is set, which fails on hosts mapping their own name to 127.0.1.1."""
     extra_slurm: dict[str, str] = Field(default_factory=dict)
     """Extra sbatch parameters (``constraint``, ``exclusive``, ...), passed to submitit."""
 

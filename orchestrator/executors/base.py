@@ -14,6 +14,7 @@ TERMINAL_SCHEDULER_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
      "BOOT_FAIL", "DEADLINE", "FINISHED", "INTERRUPTED", "GONE"}
 )
+"""States after which a job never runs again (``REQUEUED`` is not one: it pends again)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,18 +33,22 @@ class JobState:
 
     Attributes:
         state: Scheduler state name (``PENDING``, ``RUNNING``, ``COMPLETED``,
-            ``CANCELLED``, ``TIMEOUT``, ..., ``GONE`` for a local process that no longer
+            ``CANCELLED by <uid>``, ``TIMEOUT``, ..., ``GONE`` for a local process that no longer
             exists, ``UNKNOWN`` when the scheduler said nothing).
         started: The job has started (or finished) on its allocation.
     """
 
     state: str
     started: bool
+    reason: str | None = None
+    """Scheduler's reason code (Slurm: ``Resources`` while pending, ...), if any."""
+    exit_code: str | None = None
+    """Scheduler's exit code of an ended job (Slurm: ``<code>:<signal>``), if known."""
 
     @property
     def terminal(self) -> bool:
         """The job has ended (whatever the driver wrote)."""
-        return self.state.split()[0] in TERMINAL_SCHEDULER_STATES
+        return (self.state.split() or [""])[0].rstrip("+") in TERMINAL_SCHEDULER_STATES
 
 
 class BaseGateExecutor(abc.ABC):

@@ -187,6 +187,8 @@ class GatePlan:
     same history the service judges the stored verdict with."""
     fork_server: bool = True
     """Launch local bundled-trainer runs from a fork server that imported torch once."""
+    preamble: bool = True
+    """Compute the launch preamble per step (``TopologySpec.preamble``)."""
     warmup_mode: str = "fixed"
     """``fixed`` or ``steady`` (domain.gate_spec.GateOptions)."""
     max_warmup_steps: int = 50

@@ -1,10 +1,10 @@
 """``slurm`` executor: real ``sbatch`` through submitit; one allocation-sized job per gate.
 
 The driver runs in the batch step itself (submitit ``use_srun=False``), so each run can
-be a full-width ``srun`` job step of the allocation. Job state comes from ``sacct``
-(through submitit) with ``squeue``/``scontrol`` as a fallback, because without
-accounting ``sacct`` answers nothing (shared/SLURM_CI.md); the driver's own
-``status.json`` is the primary record of what happened.
+be a full-width ``srun`` job step of the allocation. Job state comes from ``squeue``
+(``sacct`` for jobs that ended) through the machine-wide scheduler cache
+(:mod:`orchestrator.executors.scheduler_cache`), never per process and per second; the
+driver's own ``status.json`` is the primary record of what happened.
 
 The job is submitted with ``--export=NAME,...`` naming only the variables a run may
 inherit (:func:`orchestrator.executors.runenv.submission_env`), so the batch step does not
@@ -24,6 +24,8 @@ from orchestrator.executors.base import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.driver import run_gate
 from orchestrator.executors.plan import GatePlan
 from orchestrator.executors.runenv import RunEnvPolicy, referenced_names, submission_env
+from orchestrator.executors.scheduler_cache import SchedulerCache
+from orchestrator.executors.slurm_states import base_state
 
 __all__ = ["SlurmGateExecutor", "parse_squeue"]
 
@@ -48,9 +50,11 @@ class SlurmGateExecutor(BaseGateExecutor):
 
     kind = "slurm"
 
-    def __init__(self, *, partition: str | None = None, account: str | None = None) -> None:
+    def __init__(self, *, partition: str | None = None, account: str | None = None,
+                 cache: SchedulerCache | None = None) -> None:
         self.partition = partition
         self.account = account
+        self.cache = cache or SchedulerCache()
 
     def submit(self, plan: GatePlan, topology: dict | None = None) -> JobRef:
         """Submit the driver as one job sized for the runs (nodes x ranks per node)."""
@@ -88,27 +92,19 @@ class SlurmGateExecutor(BaseGateExecutor):
         return JobRef(job_id=str(job.job_id), folder=str(folder))
 
     def poll(self, refs: Sequence[JobRef]) -> dict[str, JobState]:
-        """One ``sacct`` for all jobs (submitit's watcher), ``squeue`` when it is silent."""
+        """States of ``refs`` from the machine-wide scheduler cache (at most one ``squeue``
+        and one ``sacct`` per poll interval, whoever polls; ``scheduler_cache``)."""
         if not refs:
             return {}
-        states: dict[str, str] = {}
-        try:
-            jobs = [submitit.SlurmJob(folder=r.folder, job_id=r.job_id) for r in refs]
-            for job in jobs:
-                states[job.job_id] = job.watcher.get_state(job.job_id, mode="force")
-        except Exception as exc:  # sacct missing or failing: fall back below
-            logger.warning("sacct poll failed: %s", exc)
-        unknown = [r.job_id for r in refs if states.get(r.job_id, "UNKNOWN") == "UNKNOWN"]
-        if unknown:
-            proc = subprocess.run(
-                ["squeue", "-h", "-o", "%i %T", "-j", ",".join(unknown)],
-                capture_output=True, text=True, timeout=60, check=False,
-            )
-            states.update(parse_squeue(proc.stdout))
+        infos = self.cache.states([r.job_id for r in refs])
         out = {}
         for ref in refs:
-            state = states.get(ref.job_id, "UNKNOWN")
-            out[ref.job_id] = JobState(state, started=state.split()[0] in _STARTED_STATES)
+            info = infos.get(ref.job_id)
+            if info is None:
+                out[ref.job_id] = JobState("UNKNOWN", started=False)
+                continue
+            out[ref.job_id] = JobState(info.state, started=base_state(info.state) in _STARTED_STATES,
+                                       reason=info.reason, exit_code=info.exit_code)
         return out
 
     def cancel(self, ref: JobRef) -> None:

@@ -61,6 +61,7 @@ def build_plan(gate: Gate, data_dir: Path, run_env: RunEnvPolicy | None = None) 
         max_warmup_steps=options.max_warmup_steps,
         measured_seconds=options.measured_seconds,
         fork_server=options.fork_server,
+        preamble=topo.preamble,
         declared_changes=list(options.declare_changes),
     )
 

@@ -27,6 +27,13 @@ from orchestrator.db.models import Allocation, Gate, Run
 from orchestrator.domain.lifecycle import TERMINAL_GATE_STATUSES, transition
 from orchestrator.executors import BaseGateExecutor, JobRef, JobState
 from orchestrator.executors.plan import GatePaths, read_json
+from orchestrator.executors.slurm_states import (
+    SlurmJobInfo,
+    base_state,
+    end_reason,
+    external_gate_status,
+    pending_text,
+)
 from orchestrator.usecases.judge import judge_gate
 
 __all__ = ["RunEnd", "collect_steps", "ingest_gate"]
@@ -188,6 +195,10 @@ def _add_extension_runs(session: Session, gate: Gate, roles: list[str], alloc: A
     session.refresh(gate)
 
 
+def _info(job_state: JobState) -> SlurmJobInfo:
+    return SlurmJobInfo(job_state.state, job_state.reason, job_state.exit_code)
+
+
 def _before_driver(gate: Gate, job_state: JobState | None, executor: BaseGateExecutor | None,
                    now: dt.datetime) -> None:
     """A gate whose driver has not written its status yet: fail it when it cannot start."""
@@ -200,15 +211,19 @@ def _before_driver(gate: Gate, job_state: JobState | None, executor: BaseGateExe
     deadline = gate.topology_request.get("queue_deadline_s")
     submitted = _aware(gate.submitted_at)
     if job_state is not None and job_state.terminal:
-        transition(gate, "failed", reason=f"allocation job {gate.job_ref} ended in state "
-                                          f"{job_state.state} before the driver started")
-    elif deadline and submitted and (now - submitted).total_seconds() > deadline and not (
+        info = _info(job_state)
+        transition(gate, external_gate_status(info),
+                   reason=f"{end_reason(gate.job_ref, info)}, before the driver started")
+        return
+    if deadline and submitted and (now - submitted).total_seconds() > deadline and not (
         job_state and job_state.started
     ):
         if executor is not None:
             executor.cancel(JobRef(job_id=gate.job_ref, folder=gate.job_folder or ""))
         transition(gate, "failed", reason=f"allocation did not start within the queue "
                                           f"deadline of {deadline:g} s")
+    elif job_state is not None and base_state(job_state.state) == "PENDING":
+        gate.status_reason = pending_text(job_state.reason)  # shown while queued
 
 
 def _apply_driver_state(session: Session, gate: Gate, status: dict[str, Any],
@@ -218,8 +233,16 @@ def _apply_driver_state(session: Session, gate: Gate, status: dict[str, Any],
         reap = getattr(executor, "reap", None)
         if reap is not None and gate.job_ref:  # the driver died: stop what it left running
             reap(JobRef(job_id=gate.job_ref, folder=gate.job_folder or ""))
-        state, status["reason"] = "failed", (
-            f"allocation job {gate.job_ref} ended in state {job_state.state} while the driver was running")
+        info = _info(job_state)
+        state = external_gate_status(info)
+        status["reason"] = f"{end_reason(gate.job_ref, info)}, while the driver was running"
+    if state == "cancelled" and gate.status != "cancelled" and job_state is not None \
+            and job_state.terminal and base_state(job_state.state) == "CANCELLED":
+        reason = status.get("reason")
+        if status.get("state") == "cancelled":  # the driver saw SIGTERM; Slurm says who sent it
+            reason = f"{end_reason(gate.job_ref, _info(job_state))} (driver: {reason})"
+        transition(gate, "cancelled", reason=reason)
+        return
     if state == "finished":
         if all(r.status == "succeeded" for r in gate.runs):
             judge_gate(session=session, gate=gate)
@@ -234,9 +257,12 @@ def _apply_driver_state(session: Session, gate: Gate, status: dict[str, Any],
         # (Slurm's time limit, an admin's scancel, a node failure): that is a failure.
         if job_state is not None and not job_state.terminal:
             return  # wait one more pass for the scheduler's final state
-        scheduler = job_state.state if job_state is not None else "unknown"
-        transition(gate, "failed", reason=f"allocation stopped from outside axbgate "
-                                          f"({status.get('reason')}); scheduler state {scheduler}")
+        if job_state is None:
+            transition(gate, "failed", reason=f"allocation stopped from outside axbgate "
+                                              f"({status.get('reason')}); scheduler state unknown")
+        else:
+            transition(gate, "failed", reason=f"{end_reason(gate.job_ref, _info(job_state))} "
+                                              f"(driver: {status.get('reason')})")
 
 
 def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
@@ -267,6 +293,7 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
     else:
         if gate.status == "submitted":
             transition(gate, "running")
+            gate.status_reason = None  # the pending reason shown while queued
         alloc = _allocation_for(session, gate, status)
         _ingest_health(session, gate, paths, alloc)
         _add_extension_runs(session, gate, status.get("roles") or gate.run_pattern.split(), alloc)
@@ -275,6 +302,12 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
             if end is not None and ended is not None:
                 ended.append(end)
         _apply_driver_state(session, gate, status, job_state, executor)
+    if gate.status == "failed" and job_state is not None and base_state(job_state.state) == "PREEMPTED":
+        from orchestrator.usecases.preemption import resubmit_preempted
+
+        if (new := resubmit_preempted(session=session, gate=gate)) is not None:
+            gate.status_reason = (f"{gate.status_reason}; resubmitted once as gate {new.id} (its own "
+                                  "allocation and verdict: this gate's runs are not judged with it)")
     _finish_runs(gate)
     session.flush()
     return gate

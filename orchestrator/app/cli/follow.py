@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from typing import Any
 
@@ -46,6 +48,31 @@ _CANCEL_WAIT_S = 60.0
 """How long Ctrl-C waits for the driver to stop so the steps its run printed are kept."""
 
 
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached the CLI: handled like Ctrl-C (the gate is cancelled)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.name = signal.Signals(signum).name
+
+
+def _raise_signalled(signum: int, _frame: Any) -> None:
+    raise _Signalled(signum)
+
+
+@contextlib.contextmanager
+def cancel_on_signals():
+    """Within the block, SIGTERM and SIGHUP raise :class:`_Signalled` (a KeyboardInterrupt),
+    so ``kill``, a closed terminal or a batch system's stop cancel a followed gate just as
+    Ctrl-C does; the previous handlers come back afterwards."""
+    previous = {sig: signal.signal(sig, _raise_signalled) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _cancelled_steps_kept(current, gate_id: int, cancelled_at: float) -> bool:
     """True once the poller stored the steps of the cancelled gate's runs after its driver
     stopped (or after :data:`_CANCEL_WAIT_S`, when a later pass will)."""
@@ -58,8 +85,8 @@ def _cancelled_steps_kept(current, gate_id: int, cancelled_at: float) -> bool:
 def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1.0) -> None:
     """Dispatch and poll one gate in this process until it ends, with a progress bar per run.
 
-    Ctrl-C cancels the gate (its job gets SIGTERM) and waits for the driver to stop, so
-    the steps its run printed until then are stored.
+    Ctrl-C, SIGTERM and SIGHUP cancel the gate (its job gets SIGTERM) and wait for the
+    driver to stop, so the steps its run printed until then are stored.
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -72,7 +99,7 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                         TimeElapsedColumn(), disable=quiet, transient=False)
     cancelled, cancelled_at = False, 0.0
-    with progress:
+    with progress, cancel_on_signals():
         while True:
             try:
                 poll_pass(engine, current, gate_ids=[gate_id])
@@ -89,13 +116,14 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
                         not cancelled or _cancelled_steps_kept(current, gate_id, cancelled_at)):
                     break
                 time.sleep(poll_s)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 if cancelled:
                     raise
                 cancelled, cancelled_at = True, time.monotonic()
+                how = exc.name if isinstance(exc, _Signalled) else "Ctrl-C"
                 with session_scope(engine) as session:
                     use_cases.cancel_gate(session=session, gate_id=gate_id,
-                                          reason="cancelled from the CLI (Ctrl-C)")
+                                          reason=f"cancelled from the CLI ({how})")
                 poll_pass(engine, current, gate_ids=[gate_id])
 
 
@@ -119,7 +147,7 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
                         TimeElapsedColumn(), disable=quiet)
     tasks: dict[int, Any] = {}
     cancelled = False
-    with progress:
+    with progress, cancel_on_signals():
         while True:
             try:
                 view = call("GET", f"/gates/{gate_id}")
@@ -132,11 +160,12 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
                 if view["status"] in ("succeeded", "failed", "cancelled"):
                     return view
                 time.sleep(poll_s)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 if cancelled:
                     raise
                 cancelled = True
-                call("POST", f"/gates/{gate_id}/cancel", json={"reason": "cancelled from the CLI (Ctrl-C)"})
+                how = exc.name if isinstance(exc, _Signalled) else "Ctrl-C"
+                call("POST", f"/gates/{gate_id}/cancel", json={"reason": f"cancelled from the CLI ({how})"})
 
 
 def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:

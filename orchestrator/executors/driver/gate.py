@@ -28,9 +28,10 @@ from typing import Any
 
 from orchestrator.executors.driver.extend import more_roles
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
+from orchestrator.executors.driver.launch import choose_port, command_argv, port_collision, srun_prefix
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
-from orchestrator.executors.driver.stream import StepStream
+from orchestrator.executors.driver.stream import StepStream, measure_stream
 from orchestrator.executors.files import hash_file
 from orchestrator.executors.plan import GatePaths, GatePlan, read_json, write_json_atomic
 from orchestrator.executors.runenv import MULTICAST_OFF
@@ -104,10 +105,14 @@ class _Driver:
 
     def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
               deadline_s: float, on_line=None, spawn=None):
-        return run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
+        step = run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
                         cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn,
                         run_as=self.policy.run_as_user)
+        if self.under_slurm and step.exit_code in (128 + signal.SIGUSR2, -signal.SIGUSR2):
+            self._on_signal(signal.SIGUSR2, None)  # Slurm signals the steps too, maybe first
+            raise Cancelled(self.cancel_reason)
+        return step
 
     def _start_fork_server(self) -> None:
         """Start the trainer's fork server now, so torch is imported while health runs."""
@@ -142,19 +147,28 @@ class _Driver:
         return lambda: server.spawn(args, env=env, cwd=cwd, nproc=self.plan.ranks_per_node)
 
     def _preamble(self) -> dict[str, str]:
-        """Launch environment of the next step: fresh MASTER_PORT every call."""
+        """Launch environment of the next step: a fresh MASTER_PORT every call, checked
+        free on node 0 (busy ones are skipped and recorded)."""
         from health.network import gather_address_facts
         from health.preamble import build_preamble, derive_master_port
 
-        self.port_index += 1
-        facts = gather_address_facts(self.hostnames, node_rank=0)
-        pre = build_preamble(facts, master_port=derive_master_port(self.job_id, self.port_index),
-                             base_env=os.environ)
+        pre = None
+        if self.plan.preamble:
+            pre = build_preamble(gather_address_facts(self.hostnames, node_rank=0), master_port=1,
+                                 base_env=os.environ)
+        choice = choose_port(self.job_id, self.port_index + 1, pre.master_addr if pre else "0.0.0.0",
+                             derive=derive_master_port)
+        self.port_index = choice.index
+        if pre is None:  # diagnosing only: what a launch without the preamble does
+            env = {"MASTER_ADDR": self.hostnames[0], "MASTER_PORT": str(choice.port)}
+            record = {"interface": None, "master_addr": self.hostnames[0],
+                      "reason": "preamble disabled (topology.preamble=false)"}
+        else:
+            env = {**pre.env, "MASTER_PORT": str(choice.port)}
+            record = {"interface": pre.interface, "master_addr": pre.master_addr, "reason": pre.reason}
         self.status.setdefault("preamble", []).append(
-            {"index": self.port_index, "interface": pre.interface, "master_addr": pre.master_addr,
-             "master_port": pre.master_port, "reason": pre.reason}
-        )
-        return dict(pre.env)
+            {"index": choice.index, **record, "master_port": choice.port, "busy_ports": choice.busy})
+        return env
 
     def _base_env(self, side_env: dict[str, str], source_dir: Path | None) -> dict[str, str]:
         """A step's environment (:func:`~orchestrator.executors.runenv.step_env`): never
@@ -182,11 +196,6 @@ class _Driver:
                 dirs[side] = None
         return dirs
 
-    def _srun(self) -> list[str]:
-        return ["srun", f"--ntasks={self.plan.nodes * self.plan.ranks_per_node}",
-                f"--ntasks-per-node={self.plan.ranks_per_node}", "--kill-on-bad-exit=1",
-                "--export=ALL"]
-
     def _health(self, tag: str) -> str:
         """Run the health gate; write what it found to ``<tag>.json``; raise if failed."""
         from orchestrator.domain.records import health_check_rows
@@ -200,8 +209,7 @@ class _Driver:
             argv += ["--criteria", spec["criteria"]]
         if self.under_slurm and self.plan.nodes > 1:
             # One health process per node; each spawns its local ranks.
-            argv = ["srun", f"--ntasks={self.plan.nodes}", "--ntasks-per-node=1",
-                    "--kill-on-bad-exit=1", "--export=ALL", *argv, "--nodes", ",".join(self.hostnames)]
+            argv = [*srun_prefix(self.plan.nodes, 1), *argv, "--nodes", ",".join(self.hostnames)]
         step = self._step(argv, self._base_env({}, None), self.paths.root, log_path,
                           float(spec.get("timeout_s", 300)))
         verdict, reason, facts, checks = "failed", step.error, {}, []
@@ -246,7 +254,8 @@ class _Driver:
             overrides = self._recipe_overrides(side)
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
-                return self._srun() + [plan.python, *trainer]
+                return [*srun_prefix(plan.nodes * plan.ranks_per_node, plan.ranks_per_node),
+                        plan.python, *trainer]
             return [plan.python, "-m", "torch.distributed.run", "--nnodes=1",
                     f"--nproc_per_node={plan.ranks_per_node}", "--master_addr", "{MASTER_ADDR}",
                     "--master_port", "{MASTER_PORT}", *trainer]
@@ -257,51 +266,25 @@ class _Driver:
             "role": role,
             "run_index": str(order),
             "nproc": str(plan.nodes * plan.ranks_per_node),
+            "nnodes": str(plan.nodes),
+            "nproc_per_node": str(plan.ranks_per_node),
             "out_dir": str(self.paths.runs_dir),
         }
-        return [_substitute(arg, values) for arg in plan.workload["command"]]
+        return command_argv(plan.workload.get("launch", "per_node"),
+                            [_substitute(arg, values) for arg in plan.workload["command"]],
+                            under_slurm=self.under_slurm, nodes=plan.nodes,
+                            ranks_per_node=plan.ranks_per_node, python=plan.python,
+                            master=("{MASTER_ADDR}", "{MASTER_PORT}"))
 
-    def _measure(self, stream: StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
-        """The run's measured outcome from its parsed output (the one parse of the log)."""
-        from orchestrator.domain.errors import RecordError
-        from orchestrator.domain.measure import measure_run
-
-        if stream.failure is not None:
-            return {}, step_error or stream.failure
-        try:
-            parsed = stream.parser.finish()
-        except RecordError as exc:
-            return {}, step_error or f"malformed record output in {stream.log_name}: {exc}"
+    def _attempt(self, order: int, role: str, side: str, source_dir: Path | None):
+        """Start one run's process and wait for it: (step, stream, argv, launch, env)."""
         plan = self.plan
-        steady, window = plan.warmup_mode == "steady", plan.measured_seconds is not None
-        outcome = measure_run(
-            parsed,
-            expected_warmup_steps=None if steady else plan.num_warmup_steps,
-            expected_measured_steps=None if (steady or window) else plan.num_measured_steps,
-            warmup_bounds=(plan.num_warmup_steps, plan.max_warmup_steps) if steady else None,
-            min_measured_steps=plan.num_measured_steps if (steady or window) else None,
-            require_slowest_rank=True,
-        )
-        error = step_error or outcome.error
-        return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
-                "log_median_step_s": outcome.log_median_step_s,
-                "median_mismatch": outcome.median_mismatch}, error
-
-    def _run(self, order: int, role: str, sources: dict[str, Path | None]) -> dict[str, Any]:
-        """Run one pattern entry; returns its outcome, or raises _GateFailed."""
-        plan = self.plan
-        side = "control" if role in ("A", "B") else "candidate"
-        source_dir = sources.get(side)
         log_path = self.paths.run_log(order, role)
-        log_path.unlink(missing_ok=True)
-        if plan.health.get("between_runs") and order > 0 and plan.health.get("enabled", True):
-            self._health(f"health-{order:02d}")
         env = self._base_env(plan.sides[side].get("env", {}), source_dir)
         argv = [a.replace("{MASTER_ADDR}", env["MASTER_ADDR"]).replace("{MASTER_PORT}", env["MASTER_PORT"])
                 for a in self._run_argv(order, role, side, source_dir)]
-        started = _now()
         write_json_atomic(self.paths.run_started(order, role),
-                          {"order": order, "role": role, "started_at": started, "command": argv})
+                          {"order": order, "role": role, "started_at": _now(), "command": argv})
         launch_unix = time.time()
         stream = StepStream(self.paths.run_steps(order, role), str(log_path.relative_to(self.paths.root)))
         cwd = source_dir or self.paths.root
@@ -316,8 +299,33 @@ class _Driver:
                               spawn=spawn)
         finally:
             stream.close()
+        return step, stream, argv, launch_unix, env
+
+    def _run(self, order: int, role: str, sources: dict[str, Path | None]) -> dict[str, Any]:
+        """Run one pattern entry; returns its outcome, or raises _GateFailed. A run that
+        failed on a port already in use (EADDRINUSE) is retried once on the next port."""
+        plan = self.plan
+        side = "control" if role in ("A", "B") else "candidate"
+        source_dir = sources.get(side)
+        log_path = self.paths.run_log(order, role)
+        log_path.unlink(missing_ok=True)
+        if plan.health.get("between_runs") and order > 0 and plan.health.get("enabled", True):
+            self._health(f"health-{order:02d}")
+        started = _now()
+        step, stream, argv, launch_unix, env = self._attempt(order, role, side, source_dir)
+        collision = step.error and port_collision(log_path)
+        if collision:
+            first = env["MASTER_PORT"]
+            log_path.rename(log_path.with_suffix(".attempt1.log"))
+            step, stream, argv, launch_unix, env = self._attempt(order, role, side, source_dir)
+            self.status["timeline"].append({"phase": "port_retry", "order": order, "role": role,
+                                            "port": int(first), "retry_port": int(env["MASTER_PORT"]),
+                                            "retry_error": step.error})
+            if step.error:
+                step.error = (f"port collision: MASTER_PORT {first} and, on the retry, "
+                              f"{env['MASTER_PORT']} were in use or failed ({step.error})")
         exit_unix = time.time()
-        outcome, error = self._measure(stream, step.error)
+        outcome, error = measure_stream(plan, stream, step.error)
         phases = run_phases(outcome.get("fields") or {}, launch_unix, exit_unix)
         sha, size = hash_file(log_path)
         write_json_atomic(self.paths.run_result(order, role), {
@@ -394,6 +402,13 @@ def run_gate(plan_path: str) -> dict[str, Any]:
     status = read_json(plan.paths.status)
     if status and status.get("state") in ("finished", "failed", "cancelled"):
         return status  # a re-queued job must not run the gate twice
+    if status:  # requeued (node failure, preemption) after a first allocation started it
+        status.update(state="failed", ended_at=_now(), reason=(
+            f"job was requeued after allocation {status.get('scheduler_job_id')} on "
+            f"{','.join(status.get('hostnames') or [])} had started the gate; runs of two "
+            "allocations are never judged together: submit the gate again"))
+        write_json_atomic(plan.paths.status, status)
+        return status
     return _Driver(plan).run()
 
 

@@ -28,7 +28,15 @@ __all__ = ["Cancelled", "StepResult", "kill_group", "prepare_run_as", "reap_acti
 _KILL_GRACE_S = 10.0
 _POLL_S = 0.25
 _TAIL_BYTES = 20000
-_OOM_RE = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
+_HINTS = (  # (pattern in the log tail, what the step's error adds)
+    (re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE), "out of memory"),
+    (re.compile(r"connectFullMesh failed.*?remote=\[(127\.[0-9.]+)\]"),
+     "gloo could not connect its ranks: a peer listened on loopback {0}; a hosts file maps the "
+     "node's name there (set GLOO_SOCKET_IFNAME: the launch preamble does)"),
+    (re.compile(r"srun: error: ([\w.-]+): (tasks? [0-9,-]+): (Killed|Segmentation fault|Aborted|"
+                r"Exited with exit code \d+)"), "first failure: {1} on node {0}: {2}"),
+    (re.compile(r"connectFullMesh failed"), "gloo could not connect its ranks (connectFullMesh)"),
+)
 
 
 class Cancelled(Exception):
@@ -270,6 +278,9 @@ def run_step(argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path,
         error = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
         with open(log_path, "rb") as fh:
             fh.seek(max(0, log_path.stat().st_size - _TAIL_BYTES))
-            if _OOM_RE.search(fh.read().decode("utf-8", "replace")):
-                error += " (out of memory)"
+            tail = fh.read().decode("utf-8", "replace")
+        for pattern, hint in _HINTS:
+            if match := pattern.search(tail):
+                error += f" ({hint.format(*match.groups())})"
+                break
     return StepResult(code, error, wall)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-__all__ = ["StepStream"]
+__all__ = ["StepStream", "measure_stream"]
 
 
 class StepStream:
@@ -42,3 +43,38 @@ class StepStream:
 
     def close(self) -> None:
         self.out.close()
+
+
+def measure_stream(plan, stream: StepStream, step_error: str | None) -> tuple[dict[str, Any], str | None]:
+    """The run's measured outcome from its parsed output (the one parse of the log).
+
+    Args:
+        plan: The gate's :class:`~orchestrator.executors.plan.GatePlan` (warmup rules).
+        stream: The run's finished stream.
+        step_error: How the step ended, if it failed.
+
+    Returns:
+        (outcome dict for ``NN-R.json``, the run's error or None).
+    """
+    from orchestrator.domain.errors import RecordError
+    from orchestrator.domain.measure import measure_run
+
+    if stream.failure is not None:
+        return {}, step_error or stream.failure
+    try:
+        parsed = stream.parser.finish()
+    except RecordError as exc:
+        return {}, step_error or f"malformed record output in {stream.log_name}: {exc}"
+    steady, window = plan.warmup_mode == "steady", plan.measured_seconds is not None
+    outcome = measure_run(
+        parsed,
+        expected_warmup_steps=None if steady else plan.num_warmup_steps,
+        expected_measured_steps=None if (steady or window) else plan.num_measured_steps,
+        warmup_bounds=(plan.num_warmup_steps, plan.max_warmup_steps) if steady else None,
+        min_measured_steps=plan.num_measured_steps if (steady or window) else None,
+        require_slowest_rank=True,
+    )
+    error = step_error or outcome.error
+    return {"status": outcome.status, "error": outcome.error, "fields": outcome.fields,
+            "log_median_step_s": outcome.log_median_step_s,
+            "median_mismatch": outcome.median_mismatch}, error

@@ -1,0 +1,62 @@
+"""MASTER_PORT: a run that dies on EADDRINUSE is retried once on the next port (local
+executor; the two-node port check is in test_trays_faults.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy.orm import Session
+
+from orchestrator.db.models import Gate
+from orchestrator.executors.plan import GatePaths, read_json
+from orchestrator.runtime.gates import dispatch_pass, poll_pass
+from tests.factories import harness_gate, open_ledger, submit
+
+pytestmark = [pytest.mark.slow]
+
+
+def _wait(engine, settings, gate_id, timeout_s=120.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        with Session(engine, expire_on_commit=False) as session:
+            gate = session.get(Gate, gate_id)
+            if gate.status in ("succeeded", "failed", "cancelled"):
+                return gate
+        time.sleep(0.5)
+    raise AssertionError(f"gate {gate_id} still {gate.status}")
+
+
+def test_eaddrinuse_is_retried_once_on_the_next_port(tmp_path):
+    engine, settings = open_ledger()
+    gate_in = harness_gate()
+    gate_in.control.env["HARNESS_FAULT"] = "eaddrinuse-once"
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    gate = _wait(engine, settings, gate_id)
+    assert gate.status == "succeeded", gate.status_reason
+    paths = GatePaths.of(settings.data_dir, gate_id)
+    status = read_json(paths.status)
+    retries = [t for t in status["timeline"] if t["phase"] == "port_retry"]
+    assert len(retries) == 1 and retries[0]["order"] == 0 and retries[0]["retry_error"] is None
+    first = retries[0]["port"]
+    assert (paths.root / "eaddrinuse.done").read_text() == str(first)
+    assert retries[0]["retry_port"] != first and 20000 <= retries[0]["retry_port"] < 32768
+    assert "Address already in use" in paths.run_log(0, "A").with_suffix(".attempt1.log").read_text()
+    ports = [p["master_port"] for p in status["preamble"]]
+    assert len(set(ports)) == len(ports) == 4  # A, its retry, X, B
+
+
+def test_a_second_collision_fails_the_run_naming_it(tmp_path):
+    engine, settings = open_ledger()
+    gate_in = harness_gate()
+    gate_in.control.env["HARNESS_FAULT"] = "eaddrinuse"
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    gate = _wait(engine, settings, gate_id)
+    assert gate.status == "failed"
+    assert "run 0 (A) failed: port collision: MASTER_PORT" in gate.status_reason
+    assert "on the retry" in gate.status_reason
+    status = read_json(GatePaths.of(settings.data_dir, gate_id).status)
+    assert [t["phase"] for t in status["timeline"]].count("port_retry") == 1
