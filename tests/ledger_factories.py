@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator import store
 from orchestrator import verdict as verdict_engine
-from orchestrator.domain.gate_spec import GateCreate, parse_pattern
+from orchestrator.domain.gate_spec import GateCreate
 from orchestrator.domain.lifecycle import transition
 from orchestrator.usecases.gates import submit_gate
 
@@ -31,20 +31,22 @@ def make_gate(
     family: str | None = "ltx2-qkv",
     tags: list[str] | None = None,
     kind: str = "candidate",
-    pattern: str = "A X B",
+    pattern: str | None = "A X B",
     warmup_steps: int = 3,
     measured_steps: int = 6,
     candidate_env: dict[str, str] | None = None,
     idempotency_key: str | None = None,
+    policy: str = "drift",
 ) -> int:
     """Submit a queued gate through the use case; return its id."""
+    extra = {"run_pattern": pattern} if pattern is not None else {}
     gate_in = GateCreate(
+        **extra,
         title=title,
         family=family,
         tags=tags if tags is not None else ["fsdp2"],
         kind=kind,
-        run_pattern=pattern,
-        policy="drift",
+        policy=policy,
         warmup_steps=warmup_steps,
         measured_steps=measured_steps,
         workload={"command": ["true"]},
@@ -74,8 +76,15 @@ def finish_gate(
     topology: str = "1x8 H200 NVLink",
     artifacts_dir: Path | None = None,
     status: str = "succeeded",
+    all_policies: bool = False,
+    history: list[list[float]] | None = None,
+    history_gate_ids: list[int] | None = None,
+    extra_roles: str = "",
 ) -> None:
-    """Finish a queued gate: allocation + health checks, run results, verdict."""
+    """Finish a queued gate: allocation + health checks, run results, verdict (with
+    ``all_policies``: every policy through the one builder, the gate's own primary, judged
+    against ``history`` (control medians of the earlier gates ``history_gate_ids``)).
+    ``extra_roles`` appends runs the way a sequential gate extends its pattern."""
     gate = store.gates.get_gate(session=session, gate_id=gate_id)
     alloc = store.allocations.create_allocation(
         session=session,
@@ -109,6 +118,11 @@ def finish_gate(
     gate.allocation_id = alloc.id
     transition(gate, "submitted")
     transition(gate, "running")
+    for order, role in enumerate(extra_roles, start=len(gate.runs)):
+        store.runs.create_run(session=session, gate_id=gate.id, role=role, order=order,
+                              status="pending", env={})
+    session.flush()
+    session.refresh(gate)
     runs = sorted(gate.runs, key=lambda r: r.order)
     assert len(runs) == len(medians_s), "one median per run of the pattern"
     for run, median in zip(runs, medians_s):
@@ -140,22 +154,32 @@ def finish_gate(
                 session=session, path=str(path), size_bytes=len(data), sha256=sha,
                 kind="log", run_id=run.id, gate_id=gate.id,
             )
-    roles = "".join(parse_pattern(gate.run_pattern))
-    measurement = verdict_engine.measurement_from_pattern(
-        roles, medians_s, kind="regate" if gate.kind == "regate" else "candidate",
-        mfu_numerator_pct_s=40.0 * 0.42,
-    )
-    policy = verdict_engine.get_policy(gate.policy)
-    result = verdict_engine.judge(measurement, policy)
-    store.verdicts.save_verdict(
-        session=session,
-        gate_id=gate.id,
-        policy=result.policy,
-        policy_version=result.policy_version,
-        params=dict(result.params),
-        verdict=result.verdict,
-        numbers=result.to_dict(),
-    )
+    roles = "".join(r.role for r in runs)
+    if all_policies:
+        summaries = [verdict_engine.RunSummary(role=r, order=i, median_step_s=m)  # type: ignore[arg-type]
+                     for i, (r, m) in enumerate(zip(roles, medians_s))]
+        gate.control_history, gate.control_history_gate_ids = history, history_gate_ids
+        results = verdict_engine.judge_policies(
+            summaries, kind=verdict_engine.verdict_kind(gate.kind), policy=gate.policy,
+            history=verdict_engine.history_from_pairs(history, history_gate_ids),
+            mfu_numerator_pct_s=40.0 * 0.42)
+    else:
+        measurement = verdict_engine.measurement_from_pattern(
+            roles, medians_s, kind="regate" if gate.kind == "regate" else "candidate",
+            mfu_numerator_pct_s=40.0 * 0.42,
+        )
+        results = [verdict_engine.judge(measurement, verdict_engine.get_policy(gate.policy))]
+    for i, result in enumerate(results):
+        store.verdicts.save_verdict(
+            session=session,
+            gate_id=gate.id,
+            policy=result.policy,
+            policy_version=result.policy_version,
+            params=dict(result.params),
+            verdict=result.verdict,
+            numbers=result.to_dict(),
+            is_primary=i == 0,
+        )
     transition(gate, status)
     session.flush()
 
@@ -173,3 +197,58 @@ def seed_ledger(session: Session, artifacts_dir: Path | None = None) -> dict[str
     ids["regate"] = make_gate(session, title="nightly", family=None, tags=["nightly"], kind="regate")
     finish_gate(session, ids["regate"], medians_s=(0.4300, 0.4301, 0.4302))
     return ids
+
+
+CALIBRATION_HISTORY = [[0.4300, 0.4302], [0.4301, 0.4299], [0.4298, 0.4301], [0.4303, 0.4300],
+                       [0.4300, 0.4298], [0.4301, 0.4302]]
+"""Control medians (seconds) of six earlier gates: run-to-run sigma about 0.04%."""
+
+
+def seed_calibrated(session: Session) -> dict[str, Any]:
+    """A family judged with the calibrated default (``sequential``) and every other policy:
+    six history gates (A A X B alone: ``sequential`` inconclusive while ``drift`` accepts, so
+    the policies disagree) and one gate 1% faster, extended to A A X B X A X B and judged
+    with their control history (accept with a narrow interval, the six history gates
+    linked)."""
+    history_ids = []
+    for i, (a, b) in enumerate(CALIBRATION_HISTORY):
+        gid = make_gate(session, title=f"calibrated history {i}", family="ltx2-calibrated",
+                        tags=["calibrated"], policy="sequential", pattern=None)
+        finish_gate(session, gid, medians_s=(a * 0.996, a, a * 0.99, b), all_policies=True)
+        history_ids.append(gid)
+    target = make_gate(session, title="calibrated 1% faster", family="ltx2-calibrated",
+                       tags=["calibrated"], policy="sequential", pattern=None)
+    # Extended to A A X B X A X B (sequential v2 weighs history by the gate's own dof).
+    finish_gate(session, target, medians_s=(0.4283, 0.4300, 0.4257, 0.4302, 0.4257, 0.4301,
+                                            0.4257, 0.4299),
+                all_policies=True, history=CALIBRATION_HISTORY, history_gate_ids=history_ids,
+                extra_roles="XAXB")
+    return {"history": history_ids, "target": target}
+
+
+def seed_repository(session: Session, gate_ids: list[int], *, url: str = "/srv/git/ltx2") -> int:
+    """A tracked repository whose events are re-gates of ``gate_ids`` (their primary verdicts'
+    candidate medians): pass / improvement adopted, every third a regression (not adopted,
+    an alert), plus one open ``check_failed`` alert. Returns the repository id."""
+    repo = store.repos.create_repo(session=session, url=url, branch="main", tolerance_pct=0.5,
+                                   workload={"command": ["true"]})
+    store.repos.add_event(session=session, repository_id=repo.id, kind="baseline",
+                          candidate_sha="0" * 40, message="first measured head")
+    control = "0" * 40
+    for i, gid in enumerate(gate_ids):
+        gate = store.gates.get_gate(session=session, gate_id=gid)
+        numbers = next(v.numbers for v in gate.verdicts if v.is_primary)
+        kind = "regression" if i % 3 == 2 else "pass"
+        sha = f"{i + 1:040x}"
+        store.repos.add_event(
+            session=session, repository_id=repo.id, gate_id=gid, kind=kind, verdict=kind,
+            control_sha=control, candidate_sha=sha, delta_pct=numbers.get("delta_pct"),
+            drift_pct=numbers.get("drift_pct"), control_median_s=numbers.get("midpoint_s"),
+            candidate_median_s=numbers.get("candidate_s"), alert=kind == "regression",
+            message=f"re-gate of {sha[:10]}: {kind}")
+        if kind != "regression":
+            control = sha
+    store.repos.add_event(session=session, repository_id=repo.id, kind="check_failed", alert=True,
+                          message="git fetch failed: could not resolve host")
+    session.flush()
+    return repo.id

@@ -135,6 +135,8 @@ class Gate(Base):
     control_history: Mapped[list | None] = mapped_column(default=None)
     """Control-median pairs of earlier gates of the same control identity, taken at
     dispatch; the allocation's extend decision and the stored verdict both use it."""
+    control_history_gate_ids: Mapped[list | None] = mapped_column(default=None)
+    """Id of the earlier gate of each ``control_history`` entry (linked from the verdict)."""
     executor: Mapped[str] = mapped_column(String(16), default="local")
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     status_reason: Mapped[str | None] = mapped_column(Text)
@@ -165,7 +167,8 @@ class Gate(Base):
         back_populates="gate", cascade="all, delete-orphan", order_by="Verdict.id"
     )
     decisions: Mapped[list[Decision]] = relationship(
-        back_populates="gate", cascade="all, delete-orphan", order_by="Decision.id"
+        back_populates="gate", cascade="all, delete-orphan", order_by="Decision.id",
+        foreign_keys="Decision.gate_id",
     )
     semantic_verdicts: Mapped[list[SemanticVerdict]] = relationship(
         back_populates="gate", cascade="all, delete-orphan", order_by="SemanticVerdict.id"
@@ -341,9 +344,12 @@ class Decision(Base):
     """Free text the client added (e.g. on whose behalf)."""
     token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"))
     """The API token used (``None`` for the embedded CLI)."""
+    rerun_gate_id: Mapped[int | None] = mapped_column(
+        ForeignKey("gates.id", ondelete="SET NULL"), default=None)
+    """The gate a ``rerun`` decision queued."""
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
-    gate: Mapped[Gate] = relationship(back_populates="decisions")
+    gate: Mapped[Gate] = relationship(back_populates="decisions", foreign_keys=[gate_id])
 
 
 
@@ -361,3 +367,5 @@ class Decision(Base):
 
 
 Index("ix_runs_status", Run.status)
+Index("ix_gates_created_at_id", Gate.created_at, Gate.id)
+Index("ix_verdicts_verdict_is_primary", Verdict.verdict, Verdict.is_primary)

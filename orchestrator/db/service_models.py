@@ -110,6 +110,10 @@ class RepoEvent(Base):
     alert: Mapped[bool] = mapped_column(Boolean, default=False)
     message: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+    acknowledged_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    """When a person acknowledged this alert (alerts page); None while it is open."""
+    acknowledged_by: Mapped[str | None] = mapped_column(String(255), default=None)
+    """The token name that acknowledged it."""
 
 
 class Bisection(Base):

@@ -27,6 +27,9 @@ class DriftPointPublic(ApiModel):
     independent drift estimate."""
     verdict: str | None
     """The gate's verdict."""
+    adopted: bool = True
+    """The candidate became the measured head (pass or improvement); a regression's
+    candidate is measured but never adopted."""
 
 
 class DriftSegmentPublic(ApiModel):

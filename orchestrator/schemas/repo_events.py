@@ -52,6 +52,10 @@ class RepoEventPublic(ApiModel):
     """What happened."""
     created_at: dt.datetime
     """When the row was stored (UTC)."""
+    acknowledged_at: dt.datetime | None = None
+    """When a person acknowledged this alert (alerts page); None while it is open."""
+    acknowledged_by: str | None = None
+    """The token name that acknowledged it."""
 
 
 class BisectionPublic(ApiModel):

@@ -347,6 +347,11 @@ class RepoViewPublic(ApiModel):
     """Recent webhook deliveries."""
     gate_ids_in_flight: list[int]
     """Gates of this repository queued or running now."""
+    commit_subjects: dict[str, str] = {}
+    """First line of the message of each commit shown (events, bisections), when readable."""
+    bisection_warnings: list[str] = []
+    """Bisections of one regression (overlapping commit ranges) that named different
+    first bad commits."""
 
 
 class CheckResultPublic(ApiModel):

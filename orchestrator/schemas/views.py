@@ -18,6 +18,7 @@ from orchestrator.schemas.runs import (
     RunStepPublic,
 )
 from orchestrator.schemas.semantics import SemanticVerdictPublic
+from orchestrator.schemas.verdicts import VerdictBriefPublic
 
 __all__ = [
     "AllocationPublic",
@@ -222,6 +223,10 @@ class GateSummaryPublic(ApiModel):
     """True when a person recorded the decision (not defaulted from the verdict)."""
     baseline_eligible: bool = False
     """Succeeded on an allocation whose health verdict is ``healthy``."""
+    verdicts: list[VerdictBriefPublic] = []
+    """Every policy's verdict, primary first (the campaign rule ``drift`` among them)."""
+    policies_disagree: bool = False
+    """True when another policy's verdict differs from the primary one."""
 
 
 class GateSummariesPublic(ApiModel):
@@ -252,6 +257,8 @@ class DecisionPublic(ApiModel):
     """Any other text."""
     token_id: int | None = None
     """The API token used, ``None`` for the embedded CLI."""
+    rerun_gate_id: int | None = None
+    """The gate a ``rerun`` decision queued (same request, fresh allocation)."""
     created_at: dt.datetime
     """When the row was stored (UTC)."""
 

@@ -12,11 +12,12 @@ __all__ = ["add_decision", "current_decision", "decision_history"]
 
 def add_decision(
     *, session: Session, gate_id: int, decided_by: str, decision: str, reason: str,
-    note: str = "", token_id: int | None = None,
+    note: str = "", token_id: int | None = None, rerun_gate_id: int | None = None,
 ) -> Decision:
-    """Append a decision row (never updates or deletes)."""
+    """Append a decision row (never updates or deletes); ``rerun_gate_id`` is the gate a
+    ``rerun`` decision queued."""
     row = Decision(gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason,
-                   note=note, token_id=token_id)
+                   note=note, token_id=token_id, rerun_gate_id=rerun_gate_id)
     session.add(row)
     session.flush()
     return row

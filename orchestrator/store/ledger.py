@@ -12,7 +12,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-from sqlalchemy import Select, String, and_, cast, func, or_, select
+from sqlalchemy import Select, String, and_, cast, func, or_, select, union
 from sqlalchemy.orm import Session, aliased, defer, selectinload
 
 from orchestrator.db.models import (
@@ -34,6 +34,8 @@ __all__ = [
     "eligible_accepted_rows",
     "family_rows",
     "gate_row",
+    "history_rows",
+    "ledger_version",
     "list_gate_rows",
 ]
 
@@ -64,13 +66,13 @@ def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _base_select():
-    """Gate joined with its primary verdict, newest decision and allocation."""
-    newest = (
-        select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
-        .group_by(Decision.gate_id)
-        .subquery("newest_decision")
-    )
+def _base_select(gate_ids: Sequence[int] | None = None):
+    """Gate joined with its primary verdict, newest decision and allocation (the newest
+    decision is looked up for ``gate_ids`` only, when given)."""
+    newest_q = select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+    if gate_ids is not None:
+        newest_q = newest_q.where(Decision.gate_id.in_(list(gate_ids)))
+    newest = newest_q.group_by(Decision.gate_id).subquery("newest_decision")
     dec = aliased(Decision, name="dec")
     ver = aliased(Verdict, name="ver")
     alloc = aliased(Allocation, name="alloc")
@@ -92,6 +94,17 @@ def _effective_decision(ver, dec) -> object:
     return func.coalesce(dec.decision, semantic, ver.verdict)
 
 
+def _decided_as(decision: str):
+    """Ids of gates whose effective decision CAN be ``decision``: a recorded decision, a
+    semantic verdict's decision or a primary verdict with that value (a superset)."""
+    return union(
+        select(Verdict.gate_id.label("gate_id")).where(Verdict.is_primary.is_(True),
+                                                       Verdict.verdict == decision),
+        select(Decision.gate_id.label("gate_id")).where(Decision.decision == decision),
+        select(SemanticVerdict.gate_id.label("gate_id")).where(SemanticVerdict.decision == decision),
+    )
+
+
 def _eligible(alloc) -> object:
     return and_(Gate.status == "succeeded", alloc.health_verdict == "healthy")
 
@@ -104,6 +117,9 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
         conds.append(ver.verdict == query.verdict)
     if query.decision is not None:
         conds.append(_effective_decision(ver, dec) == query.decision)
+        # A necessary condition the planner can drive from indexes (ix_verdicts_verdict_is_primary)
+        # instead of joining every gate to its newest decision.
+        conds.append(Gate.id.in_(_decided_as(query.decision)))
     if query.kind is not None:
         conds.append(Gate.kind == query.kind)
     if query.tag is not None:
@@ -144,10 +160,35 @@ def _apply_filters(stmt: Select, query: GateQuery, ver, dec, alloc) -> Select:
     return stmt.where(*conds) if conds else stmt
 
 
+def _id_select(query: GateQuery) -> Select:
+    """``SELECT gates.id`` with the filters, joined only to what they read (the verdict for
+    ``verdict``/``decision``, the newest decision for ``decision``, the allocation for
+    ``topology``/``baseline_eligible``)."""
+    stmt = select(Gate.id)
+    ver = dec = alloc = None
+    if query.verdict is not None or query.decision is not None:
+        ver = aliased(Verdict, name="ver")
+        stmt = stmt.outerjoin(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
+    if query.decision is not None:
+        newest = (select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+                  .group_by(Decision.gate_id).subquery("newest_decision"))
+        dec = aliased(Decision, name="dec")
+        stmt = (stmt.outerjoin(newest, newest.c.gate_id == Gate.id)
+                .outerjoin(dec, dec.id == newest.c.decision_id))
+    if query.topology is not None or query.baseline_eligible is not None:
+        alloc = aliased(Allocation, name="alloc")
+        stmt = stmt.outerjoin(alloc, alloc.id == Gate.allocation_id)
+    return _apply_filters(stmt, query, ver, dec, alloc)
+
+
 def list_gate_rows(
     *, session: Session, query: GateQuery, skip: int = 0, limit: int = 50
 ) -> tuple[list[LedgerRow], int]:
     """Return one page of ledger rows, newest first, and the total matching count.
+
+    The page's gate ids are found first (joined only to what the filters read, see
+    :func:`_id_select`; ``ix_gates_created_at_id`` gives the order), then only those rows
+    are joined (a deferred join: 100,000 gates cost an index walk, not a join).
 
     Args:
         session: Open session.
@@ -158,17 +199,19 @@ def list_gate_rows(
     Returns:
         ``(rows, count)``.
     """
-    stmt, ver, dec, alloc = _base_select()
-    stmt = _apply_filters(stmt, query, ver, dec, alloc)
-    count = session.scalar(select(func.count()).select_from(stmt.with_only_columns(Gate.id).subquery()))
-    page = stmt.order_by(Gate.created_at.desc(), Gate.id.desc()).offset(skip).limit(limit)
-    rows = [tuple(r) for r in session.execute(page).all()]
-    return rows, int(count or 0)  # type: ignore[return-value]
+    stmt = _id_select(query)
+    count = session.scalar(select(func.count()).select_from(stmt.subquery()))
+    ids = list(session.scalars(stmt.order_by(Gate.created_at.desc(), Gate.id.desc())
+                               .offset(skip).limit(limit)))
+    rows = all_rows(session=session, gate_ids=ids)
+    position = {gate_id: i for i, gate_id in enumerate(ids)}
+    rows.sort(key=lambda row: position[row[0].id])
+    return rows, int(count or 0)
 
 
 def gate_row(*, session: Session, gate_id: int) -> LedgerRow | None:
     """Return the ledger row of one gate, or ``None``."""
-    stmt, _ver, _dec, _alloc = _base_select()
+    stmt, _ver, _dec, _alloc = _base_select([gate_id])
     row = session.execute(stmt.where(Gate.id == gate_id)).first()
     return tuple(row) if row is not None else None  # type: ignore[return-value]
 
@@ -201,8 +244,12 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
     """Return light tuples of every baseline-eligible gate whose effective decision is
     ``accept``: ``(gate_id, allocation topology, recipe_name, workload, topology_request,
     candidate_s)`` with ``candidate_s`` the primary verdict's candidate median, seconds."""
+    # Only gates accepted by their primary verdict or by some decision can qualify
+    # (ix_verdicts_verdict_is_primary): no join over the whole ledger.
+    cand = _decided_as("accept").subquery("cand")
     newest = (
         select(Decision.gate_id, func.max(Decision.id).label("decision_id"))
+        .where(Decision.gate_id.in_(select(cand.c.gate_id)))
         .group_by(Decision.gate_id)
         .subquery("newest_decision")
     )
@@ -214,6 +261,7 @@ def eligible_accepted_candidates(*, session: Session) -> list[tuple]:
             Gate.id, alloc.topology, Gate.recipe_name, Gate.workload, Gate.topology_request,
             ver.numbers["candidate_s"].as_float(),
         )
+        .join(cand, cand.c.gate_id == Gate.id)
         .join(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
         .join(alloc, alloc.id == Gate.allocation_id)
         .outerjoin(newest, newest.c.gate_id == Gate.id)
@@ -232,7 +280,7 @@ def eligible_accepted_rows(*, session: Session) -> list[LedgerRow]:
 
 def all_rows(*, session: Session, gate_ids: Sequence[int] | None = None) -> list[LedgerRow]:
     """Return ledger rows of every gate (or of ``gate_ids``), oldest first."""
-    stmt, _ver, _dec, _alloc = _base_select()
+    stmt, _ver, _dec, _alloc = _base_select(gate_ids)
     if gate_ids is not None:
         stmt = stmt.where(Gate.id.in_(list(gate_ids)))
     return [tuple(r) for r in session.execute(stmt.order_by(Gate.id)).all()]  # type: ignore[misc]
@@ -247,3 +295,48 @@ def artifacts_of_gate(*, session: Session, gate: Gate) -> list[Artifact]:
     if gate.allocation_id is not None:
         conds.append(Artifact.allocation_id == gate.allocation_id)
     return list(session.scalars(select(Artifact).where(or_(*conds)).order_by(Artifact.id)))
+
+
+def history_rows(*, session: Session, family: str | None = None, recipe: str | None = None,
+                 topology: str | None = None, limit: int = 1000) -> list[tuple]:
+    """Light rows of succeeded gates with a primary verdict, newest first, for the history
+    plot: ``(gate_id, created_at, title, verdict, midpoint_s, candidate_s, delta_pct,
+    drift_pct, threshold_pct)`` (seconds and percent, from the primary verdict's numbers).
+
+    Args:
+        session: Open session.
+        family: Only gates of this family.
+        recipe: Only gates of this bundled recipe name.
+        topology: Only gates whose allocation has this topology string.
+        limit: Newest gates returned at most.
+    """
+    ids = select(Gate.id).where(Gate.status == "succeeded")
+    if family is not None:
+        ids = ids.where(Gate.family == family)
+    if recipe is not None:
+        ids = ids.where(Gate.recipe_name == recipe)
+    if topology is not None:
+        ids = ids.join(Allocation, Allocation.id == Gate.allocation_id).where(
+            Allocation.topology == topology)
+    page = ids.order_by(Gate.created_at.desc(), Gate.id.desc()).limit(limit).subquery("page")
+    ver = aliased(Verdict, name="ver")
+    stmt = (
+        select(Gate.id, Gate.created_at, Gate.title, ver.verdict,
+               ver.numbers["midpoint_s"].as_float(), ver.numbers["candidate_s"].as_float(),
+               ver.numbers["delta_pct"].as_float(), ver.numbers["drift_pct"].as_float(),
+               ver.numbers["threshold_pct"].as_float())
+        .join(ver, and_(ver.gate_id == Gate.id, ver.is_primary.is_(True)))
+        .where(Gate.id.in_(select(page.c.id)))
+        .order_by(Gate.created_at.desc(), Gate.id.desc())
+    )
+    return [tuple(r) for r in session.execute(stmt).all()]
+
+
+def ledger_version(*, session: Session) -> tuple[int | None, ...]:
+    """What changes whenever the stopping-point table can: the newest verdict (a gate
+    finished), semantic verdict, decision and allocation ids (primary-key lookups)."""
+    row = session.execute(select(select(func.max(Verdict.id)).scalar_subquery(),
+                                 select(func.max(SemanticVerdict.id)).scalar_subquery(),
+                                 select(func.max(Decision.id)).scalar_subquery(),
+                                 select(func.max(Allocation.id)).scalar_subquery())).one()
+    return tuple(row)  # type: ignore[return-value]

@@ -12,6 +12,8 @@ from orchestrator.db.models import Bisection, Gate, RepoEvent, TrackedRepository
 from orchestrator.domain.errors import Conflict, NotFound
 
 __all__ = [
+    "alert_events",
+    "get_event",
     "add_event",
     "bisection_of_step",
     "bisections_of_repo",
@@ -229,3 +231,32 @@ def step_gate_ids(*, session: Session, bisection: Bisection) -> list[int]:
         select(Gate.id).where(Gate.kind == "bisect", Gate.parent_gate_id == bisection.regression_gate_id)
         .order_by(Gate.id)
     ))
+
+
+def alert_events(*, session: Session, include_acknowledged: bool = False,
+                 limit: int = 200) -> list[tuple[RepoEvent, TrackedRepository]]:
+    """Alert events of every repository with their repository, newest first.
+
+    Args:
+        session: Open session.
+        include_acknowledged: Also return alerts a person acknowledged.
+        limit: Rows at most.
+    """
+    query = (select(RepoEvent, TrackedRepository)
+             .join(TrackedRepository, TrackedRepository.id == RepoEvent.repository_id)
+             .where(RepoEvent.alert.is_(True)).order_by(RepoEvent.id.desc()).limit(limit))
+    if not include_acknowledged:
+        query = query.where(RepoEvent.acknowledged_at.is_(None))
+    return [(ev, repo) for ev, repo in session.execute(query).all()]
+
+
+def get_event(*, session: Session, event_id: int) -> RepoEvent:
+    """Return one repository event.
+
+    Raises:
+        NotFound: No event has that id.
+    """
+    row = session.get(RepoEvent, event_id)
+    if row is None:
+        raise NotFound("repository event", event_id)
+    return row

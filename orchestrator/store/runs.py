@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from orchestrator.db.models import Run, RunStep
 from orchestrator.domain.errors import NotFound
 
-__all__ = ["add_step_rows", "add_steps", "count_steps", "create_run", "get_run", "list_steps", "update_run"]
+__all__ = ["add_step_rows", "add_steps", "count_steps", "create_run", "get_run", "imported_runs",
+           "list_steps", "update_run"]
 
 _STEP_CHUNK = 10_000
 """Rows per executemany of step records."""
@@ -205,3 +206,12 @@ def count_steps(*, session: Session, run_ids: list[int]) -> dict[int, int]:
     rows = session.execute(select(RunStep.run_id, func.count()).where(RunStep.run_id.in_(run_ids))
                            .group_by(RunStep.run_id))
     return {run_id: int(n) for run_id, n in rows}
+
+
+def imported_runs(*, session: Session, limit: int = 200) -> list[Run]:
+    """Runs imported from logs (no gate), newest first (per-step series not loaded)."""
+    from sqlalchemy.orm import defer
+
+    return list(session.scalars(select(Run).where(Run.gate_id.is_(None))
+                                .options(defer(Run.slowest_rank_step_s))
+                                .order_by(Run.id.desc()).limit(limit)))

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.db.models import Verdict
 
-__all__ = ["latest_verdicts", "save_verdict"]
+__all__ = ["latest_verdicts", "save_verdict", "verdicts_of_gates"]
 
 
 def save_verdict(
@@ -58,3 +58,35 @@ def latest_verdicts(*, session: Session, gate_id: int) -> list[Verdict]:
     for row in rows:
         seen.setdefault(row.policy, row)
     return sorted(seen.values(), key=lambda v: (not v.is_primary, v.policy))
+
+
+def verdicts_of_gates(
+    *, session: Session, gate_ids: list[int]
+) -> dict[int, list[tuple[str, str, bool, dict[str, Any]]]]:
+    """Return the newest verdict per policy of each gate, light (no ORM objects).
+
+    Args:
+        session: Open session.
+        gate_ids: Gates of one page (one query for all of them).
+
+    Returns:
+        ``{gate_id: [(policy, verdict, is_primary, numbers), ...]}``, primary first, then
+        by policy name; gates without a verdict are absent.
+    """
+    if not gate_ids:
+        return {}
+    rows = session.execute(
+        select(Verdict.gate_id, Verdict.policy, Verdict.verdict, Verdict.is_primary,
+               Verdict.numbers)
+        .where(Verdict.gate_id.in_(list(gate_ids)))
+        .order_by(Verdict.id.desc())
+    ).all()
+    newest: dict[tuple[int, str], tuple[str, str, bool, dict[str, Any]]] = {}
+    for gate_id, policy, verdict, is_primary, numbers in rows:
+        newest.setdefault((gate_id, policy), (policy, verdict, bool(is_primary), numbers or {}))
+    out: dict[int, list[tuple[str, str, bool, dict[str, Any]]]] = {}
+    for (gate_id, _policy), item in newest.items():
+        out.setdefault(gate_id, []).append(item)
+    for items in out.values():
+        items.sort(key=lambda item: (not item[2], item[0]))
+    return out

@@ -17,7 +17,7 @@ from orchestrator.domain.lifecycle import transition
 from orchestrator.executors import BaseGateExecutor, GatePlan
 from orchestrator.executors.plan import GatePaths
 from orchestrator.executors.runenv import RunEnvPolicy
-from orchestrator.usecases.judge import control_history_pairs
+from orchestrator.usecases.judge import control_history
 from orchestrator.verdict import verdict_kind
 
 __all__ = ["build_plan", "claim_gate", "dispatch_gate"]
@@ -115,7 +115,8 @@ def dispatch_gate(*, session: Session, gate_id: int,
                                           "was recorded (service crashed while submitting)")
         return gate
     if gate.control_history is None:
-        gate.control_history = control_history_pairs(session=session, gate=gate)
+        gate.control_history, gate.control_history_gate_ids = control_history(
+            session=session, gate=gate)
     plan = build_plan(gate, data_dir, run_env)
     plan.save()
     if executor.kind == "slurm":

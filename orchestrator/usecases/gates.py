@@ -286,6 +286,9 @@ def record_decision(
         note: Free text the client added.
         token_id: The API token used (``None`` for the embedded CLI).
 
+    A ``rerun`` decision also queues a new gate with the same request
+    (:func:`orchestrator.usecases.rerun.requeue_gate`); its id is kept with the decision.
+
     Raises:
         NotFound: No gate has that id.
         ValidationFailed: Unknown decision or an override of the timing verdict without
@@ -308,9 +311,14 @@ def record_decision(
     if gate.status != "succeeded" and decision not in ("reject", "rerun"):
         raise ValidationFailed("decision", f"gate {gate_id} {gate.status} without a measurement: "
                                            "only 'reject' or 'rerun' can be recorded")
+    rerun_gate_id = None
+    if decision == "rerun":
+        from orchestrator.usecases.rerun import requeue_gate
+
+        rerun_gate_id = requeue_gate(session=session, gate=gate).id
     return store.decisions.add_decision(
         session=session, gate_id=gate_id, decided_by=decided_by, decision=decision, reason=reason,
-        note=note, token_id=token_id,
+        note=note, token_id=token_id, rerun_gate_id=rerun_gate_id,
     )
 
 

@@ -27,6 +27,7 @@ from orchestrator.verdict.semantics import combine_decision, judge_semantics, pe
 
 __all__ = [
     "HISTORY_LIMIT",
+    "control_history",
     "control_history_pairs",
     "control_identity",
     "judge_gate",
@@ -73,7 +74,18 @@ def control_history_pairs(*, session: Session, gate: Gate,
     Returns:
         Up to ``limit`` lists of >= 2 control medians (seconds), oldest first.
     """
+    return control_history(session=session, gate=gate, limit=limit)[0]
+
+
+def control_history(*, session: Session, gate: Gate,
+                    limit: int = HISTORY_LIMIT) -> tuple[list[list[float]], list[int]]:
+    """Like :func:`control_history_pairs`, with the id of the earlier gate of each entry.
+
+    Returns:
+        ``(pairs, gate_ids)``, both oldest first and of the same length.
+    """
     pairs: list[list[float]] = []
+    ids: list[int] = []
     for other in store.gates.earlier_succeeded_gates(session=session, gate=gate, limit=limit * 4):
         if not _same_control(gate, other):
             continue
@@ -84,9 +96,10 @@ def control_history_pairs(*, session: Session, gate: Gate,
         medians = [r.median_step_s for r in controls]
         if len(medians) >= 2:
             pairs.append(medians)
+            ids.append(other.id)
         if len(pairs) >= limit:
             break
-    return list(reversed(pairs))
+    return list(reversed(pairs)), list(reversed(ids))
 
 
 def run_summaries(runs: list[Run]) -> list[RunSummary]:
@@ -110,16 +123,16 @@ def judge_gate(*, session: Session, gate: Gate) -> list[str]:
     """
     runs = sorted(gate.runs, key=lambda r: r.order)
     first = next((r for r in runs if r.flops_per_sample and r.peak_flops_per_gpu), None)
-    pairs = gate.control_history
+    pairs, ids = gate.control_history, gate.control_history_gate_ids
     if pairs is None:
-        pairs = control_history_pairs(session=session, gate=gate)
+        pairs, ids = control_history(session=session, gate=gate)
     summaries = run_summaries(runs)
     per_sample = "batch" in _declared(gate) and per_sample_runs(summaries) != summaries
     if per_sample:
         summaries = per_sample_runs(summaries)
     verdicts = judge_policies(
         summaries, kind=verdict_kind(gate.kind), policy=gate.policy,
-        params=gate.policy_params, history=history_from_pairs(pairs),
+        params=gate.policy_params, history=history_from_pairs(pairs, ids),
         mfu_numerator_pct_s=mfu_numerator(first.flops_per_sample, first.peak_flops_per_gpu)
         if first else None,
     )

@@ -22,34 +22,15 @@ from orchestrator.executors.plan import GatePaths
 from orchestrator.schemas.gates import GatePublic
 from orchestrator.schemas.semantics import SemanticVerdictPublic
 from orchestrator.schemas.views import (
-    AllocationPublic,
-    ArtifactPublic,
-    DecisionGroupPublic,
-    DecisionPublic,
-    GateFilters,
-    GateSummariesPublic,
-    GateSummaryPublic,
-    GateViewPublic,
-    RunDetailPublic,
-    RunStepPublic,
-    SideSummary,
-    StoppingPointPublic,
-    StoppingPointsPublic,
-    VerdictPreviewCreate,
+    AllocationPublic, ArtifactPublic, DecisionGroupPublic, DecisionPublic, GateFilters,
+    GateSummariesPublic, GateSummaryPublic, GateViewPublic, RunDetailPublic, RunStepPublic,
+    SideSummary, StoppingPointPublic, StoppingPointsPublic, VerdictPreviewCreate,
 )
 from orchestrator.store.ledger import GateQuery, LedgerRow
+from orchestrator.usecases.verdict_briefs import attach_verdicts
 
-__all__ = [
-    "DEFAULT_STEPS_PAGE",
-    "decision_index",
-    "get_allocation_view",
-    "get_gate_view",
-    "get_run_view",
-    "list_gates",
-    "preview_verdict",
-    "run_log_path",
-    "stopping_points",
-]
+__all__ = ["DEFAULT_STEPS_PAGE", "decision_index", "get_allocation_view", "get_gate_view",
+           "get_run_view", "list_gates", "preview_verdict", "run_log_path", "stopping_points"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +134,9 @@ def list_gates(*, session: Session, filters: GateFilters) -> GateSummariesPublic
     rows, count = store.ledger.list_gate_rows(
         session=session, query=query, skip=filters.skip, limit=filters.limit
     )
-    return GateSummariesPublic(data=[_summary(r) for r in rows], count=count)
+    data = [_summary(r) for r in rows]
+    attach_verdicts(session=session, summaries=data)
+    return GateSummariesPublic(data=data, count=count)
 
 
 def _artifact_public(artifact: Artifact) -> ArtifactPublic:
@@ -206,17 +189,20 @@ def get_gate_view(*, session: Session, gate_id: int) -> GateViewPublic:
     # Per-step records stay on GET /runs/{id} (paged); the times are in the list.
     runs = [_run_detail(session, r) for r in gate.runs]
     public = GatePublic.model_validate(gate)
+    summary = _summary(row)
+    history = [_summary(r) for r in store.ledger.family_rows(session=session, gate=gate)]
+    attach_verdicts(session=session, summaries=[summary, *history])
     return GateViewPublic(
         **{k: getattr(public, k) for k in GatePublic.model_fields if k != "runs"},
         gate=public,
-        summary=_summary(row),
+        summary=summary,
         runs=runs,
         allocation=_allocation_public(alloc) if alloc is not None else None,
         decisions=[DecisionPublic.model_validate(d) for d in gate.decisions],
         artifacts=[
             _artifact_public(a) for a in store.ledger.artifacts_of_gate(session=session, gate=gate)
         ],
-        family_history=[_summary(r) for r in store.ledger.family_rows(session=session, gate=gate)],
+        family_history=history,
         semantic_verdict=SemanticVerdictPublic.model_validate(gate.semantic_verdicts[-1])
         if gate.semantic_verdicts else None,
     )
@@ -300,11 +286,23 @@ def run_log_path(
     return path, _artifact_public(chosen)
 
 
+_POINTS_CACHE: dict[tuple, StoppingPointsPublic] = {}
+
+
 def stopping_points(*, session: Session) -> StoppingPointsPublic:
     """Return the best baseline-eligible accepted gate per topology and recipe.
 
-    Best means the lowest candidate run median; ties go to the newer gate.
-    """
+    Best means the lowest candidate run median; ties go to the newer gate. The table is
+    kept per database until :func:`store.ledger.ledger_version` moves (every ledger page
+    shows it; recomputing it costs a pass over the accepted gates)."""
+    key = (str(session.get_bind().url), store.ledger.ledger_version(session=session))
+    if key not in _POINTS_CACHE:
+        _POINTS_CACHE.clear()
+        _POINTS_CACHE[key] = _stopping_points(session)
+    return _POINTS_CACHE[key].model_copy(deep=True)
+
+
+def _stopping_points(session: Session) -> StoppingPointsPublic:
     groups: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
     for gate_id, topology, recipe_name, workload, request, candidate_s in (
         store.ledger.eligible_accepted_candidates(session=session)

@@ -12,7 +12,8 @@ import logging
 import subprocess
 from pathlib import Path
 
-__all__ = ["GitError", "branch_head", "commit_exists", "commits_between", "is_remote"]
+__all__ = ["GitError", "branch_head", "commit_exists", "commit_subjects", "commits_between",
+           "is_remote"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,3 +122,37 @@ def commit_exists(url: str, sha: str, *, mirrors_dir: Path) -> bool:
     except GitError:
         return False
     return True
+
+
+def commit_subjects(url: str, shas: list[str], *, mirrors_dir: Path) -> dict[str, str]:
+    """First line of each commit's message, read without touching the network.
+
+    A local repository is read in place; a remote one only through a mirror that already
+    exists (a page view never clones or fetches). Unknown SHAs are left out.
+
+    Args:
+        url: Local path or remote URL of the repository.
+        shas: Full commit ids (hex only; anything else is ignored).
+        mirrors_dir: Where remote repositories are mirrored.
+
+    Returns:
+        ``{sha: subject}``; empty when the repository cannot be read.
+    """
+    wanted = sorted({s for s in shas if s and all(c in "0123456789abcdef" for c in s.lower())})
+    if not wanted:
+        return {}
+    cwd = (Path(mirrors_dir) / (hashlib.sha256(url.encode()).hexdigest()[:16] + ".git")
+           if is_remote(url) else Path(url))
+    if not cwd.is_dir():
+        return {}
+    out: dict[str, str] = {}
+    try:
+        text = _git(["log", "--no-walk=unsorted", "--ignore-missing", "--format=%H%x00%s",
+                     *wanted, "--"], cwd=cwd)
+    except GitError as exc:
+        logger.warning("commit subjects of %s: %s", url, exc)
+        return {}
+    for line in text.splitlines():
+        sha, _, subject = line.partition("\x00")
+        out[sha] = subject
+    return out

@@ -41,15 +41,21 @@ def mfu_numerator(flops_per_sample: float | None, peak_flops_per_gpu: float | No
     return float(flops_per_sample) / float(peak_flops_per_gpu) * 100.0
 
 
-def history_from_pairs(pairs: Sequence[Sequence[float]] | None) -> ControlHistory | None:
+def history_from_pairs(pairs: Sequence[Sequence[float]] | None,
+                       gate_ids: Sequence[int | str] | None = None) -> ControlHistory | None:
     """A :class:`ControlHistory` from stored control-median tuples (seconds), or ``None``.
+
+    ``gate_ids`` (one per entry, echoed in the verdict as the history gates used) is
+    dropped when its length does not match ``pairs`` (a gate stored before ids were kept).
 
     Raises:
         ValueError: An entry holds fewer than 2 medians or a non-positive one.
     """
     if not pairs:
         return None
-    return ControlHistory(pairs=tuple(tuple(float(v) for v in pair) for pair in pairs))
+    ids = tuple(str(i) for i in gate_ids or ())
+    return ControlHistory(pairs=tuple(tuple(float(v) for v in pair) for pair in pairs),
+                          gate_ids=ids if len(ids) == len(pairs) else ())
 
 
 def judge_policies(

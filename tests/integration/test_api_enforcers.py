@@ -20,6 +20,7 @@ WRITE_ROUTES = {
     ("DELETE", "/repos/{repo_id}"): None,
     ("POST", "/repos/{repo_id}/check"): None,
     ("POST", "/repos/{repo_id}/webhook-secret"): None,
+    ("POST", "/alerts/{event_id}/acknowledge"): None,
 }
 READ_ROUTES = {
     ("GET", "/gates"),
@@ -34,6 +35,8 @@ READ_ROUTES = {
     ("GET", "/repos"),
     ("GET", "/repos/{repo_id}"),
     ("GET", "/repos/{repo_id}/drift"),
+    ("GET", "/alerts"),
+    ("GET", "/metrics"),
 }
 BODY_ROUTES = {
     ("POST", "/gates"): GATE_BODY,
@@ -62,7 +65,8 @@ def test_unknown_ids_are_404(client, auth):
     for method, path in sorted(_api_routes(client.app)):
         if "{" not in path:
             continue
-        url = path.format(gate_id=UNKNOWN, run_id=UNKNOWN, allocation_id=UNKNOWN, repo_id=UNKNOWN)
+        url = path.format(gate_id=UNKNOWN, run_id=UNKNOWN, allocation_id=UNKNOWN, repo_id=UNKNOWN,
+                          event_id=UNKNOWN)
         body = WRITE_ROUTES.get((method, path)) or BODY_ROUTES.get((method, path))
         resp = client.request(method, url, json=body, headers=auth)
         assert resp.status_code == 404, (method, path, resp.text)
@@ -92,7 +96,7 @@ def test_writes_without_valid_token_are_401(client, seeded, db_session):
         {"Authorization": "Basic dXNlcjpwYXNz"},
     ]
     for (method, path), body in WRITE_ROUTES.items():
-        url = path.format(gate_id=seeded["queued"], repo_id=UNKNOWN)
+        url = path.format(gate_id=seeded["queued"], repo_id=UNKNOWN, event_id=UNKNOWN)
         for headers in headers_list:
             if body is None:
                 resp = client.request(method, url, content=b"x", headers=headers)

@@ -15,6 +15,7 @@ from orchestrator.app.api.errors import install_error_handlers
 from orchestrator.app.api.metrics import router as metrics_router
 from orchestrator.app.api.openapi import declare_errors
 from orchestrator.app.api.routes import (
+    alerts,
     allocations,
     gates,
     health,
@@ -92,6 +93,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             '`{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`.'
         ),
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from app/web/docs.py with vendored assets
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -100,7 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, default_bytes=settings.limits.max_body_bytes,
                        path_bytes={"/runs/import": settings.limits.max_import_bytes})
-    for module in (gates, runs, allocations, stopping_points, verdicts, repos, health):
+    for module in (gates, runs, allocations, stopping_points, verdicts, repos, alerts, health):
         app.include_router(declare_errors(module.router))
     app.include_router(declare_errors(metrics_router))
     mount_web(app)

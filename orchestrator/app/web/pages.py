@@ -7,17 +7,20 @@ from __future__ import annotations
 import math
 from pathlib import Path as FsPath
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from orchestrator.app.api.deps import ReadAccessDep, SessionDep
 from orchestrator.app.web.plot import PlotRun, step_time_svg
 from orchestrator.domain.errors import NotFound
+from orchestrator.schemas.live import GateLivePublic
 from orchestrator.schemas.views import GateFilters, GateViewPublic
 from orchestrator.usecases import views
+from orchestrator.usecases.live import gate_live
 
 __all__ = ["router"]
 
@@ -38,6 +41,38 @@ templates.env.filters["pts"] = lambda v: _fmt(v, "+.2f")
 templates.env.filters["dms"] = lambda v: _fmt(v, "+.3f", " ms")
 templates.env.filters["num"] = lambda v, spec=".3f": _fmt(v, spec)
 templates.env.filters["when"] = lambda t: t.strftime("%Y-%m-%d %H:%M") if t else "-"
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown until the first step time"
+    if seconds <= 0:
+        return "done"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {sec:02d} s" if minutes else f"{sec} s"
+
+
+templates.env.filters["eta"] = _eta
+LIVE_POLL_SECONDS = 2
+"""How often an unfinished gate's page asks for its progress."""
+
+
+def step_plot_data(live: GateLivePublic) -> dict[str, Any]:
+    """The per-step plot's data (``static/plots.js``) from a gate's live progress."""
+    return {
+        "runs": [{"label": r.label, "role": r.role or "?", "steps_s": r.steps_s,
+                  "num_warmup_steps": r.num_warmup_steps, "median_s": r.median_step_s}
+                 for r in live.runs],
+        "midpoint_s": live.midpoint_s, "threshold_pct": live.threshold_pct,
+    }
+
+
+def _history_url(view: GateViewPublic) -> tuple[str | None, str]:
+    s = view.summary
+    if s.family:
+        return f"/ledger/history?family={quote(s.family)}", "family"
+    return (f"/ledger/history?recipe={quote(s.recipe)}"
+            + (f"&topology={quote(s.topology)}" if s.topology else ""), "recipe and topology")
 
 
 def _plot(view: GateViewPublic) -> Markup:
@@ -112,6 +147,8 @@ def gate_page(
         )
     verdicts = view.gate.verdicts
     primary = next((v for v in verdicts if v.is_primary), None)
+    live = gate_live(session=session, gate_id=gate_id)
+    history_url, history_label = _history_url(view)
     return templates.TemplateResponse(
         request,
         "gate.html",
@@ -121,5 +158,31 @@ def gate_page(
             "s": view.summary,
             "primary": primary,
             "plot": _plot(view),
+            "step_data": step_plot_data(live),
+            "live": {**live.model_dump(), "poll_seconds": LIVE_POLL_SECONDS,
+                     "runs": live.runs},
+            "history_url": history_url,
+            "history_label": history_label,
         },
     )
+
+
+@router.get("/ledger/gates/{gate_id}/live")
+def gate_live_json(
+    gate_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    session: SessionDep,
+    _read: ReadAccessDep,
+) -> JSONResponse:
+    """The gate page's live progress: status, per-run steps, ETA and the plot's data."""
+    try:
+        live = gate_live(session=session, gate_id=gate_id)
+    except NotFound as exc:
+        return JSONResponse({"detail": [{"loc": ["path", "gate_id"], "msg": str(exc),
+                                         "type": "not_found"}]}, status_code=404)
+    out = live.model_dump(mode="json", exclude={"runs": {"__all__": {"steps_s"}}})
+    out["plot"] = step_plot_data(live)
+    out["eta_text"] = _eta(live.eta_s)
+    for run, item in zip(live.runs, out["runs"]):
+        item["eta_text"] = _eta(run.eta_s)
+    out["poll_seconds"] = LIVE_POLL_SECONDS
+    return JSONResponse(out)

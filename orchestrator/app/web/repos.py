@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
-from orchestrator.app.api.deps import ReadAccessDep, SessionDep
+from orchestrator.app.api.deps import ReadAccessDep, SessionDep, SettingsDep
 from orchestrator.app.web.drift_plot import drift_svg
 from orchestrator.app.web.pages import templates
 from orchestrator.domain.errors import NotFound
@@ -29,10 +29,11 @@ def repos_page(request: Request, session: SessionDep, _read: ReadAccessDep) -> H
 
 @router.get("/ledger/repos/{repo_id}", response_class=HTMLResponse)
 def repo_page(request: Request, repo_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
-              session: SessionDep, _read: ReadAccessDep) -> HTMLResponse:
+              session: SessionDep, settings: SettingsDep, _read: ReadAccessDep) -> HTMLResponse:
     """One tracked branch: drift plot with change points, bisections, events, webhooks."""
     try:
-        view = regate.get_repository_view(session=session, repo_id=repo_id)
+        view = regate.get_repository_view(session=session, repo_id=repo_id,
+                                          mirrors_dir=settings.data_dir / "mirrors")
     except NotFound as exc:
         return templates.TemplateResponse(request, "not_found.html", {"message": str(exc)}, status_code=404)
     drift = drift_of_repository(session=session, repo_id=repo_id)
@@ -43,5 +44,13 @@ def repo_page(request: Request, repo_id: Annotated[int, Path(ge=1, le=2**63 - 1)
         drift.change_points,
         title=f"{view.repo.branch}: measured-head medians",
     )
+    data = {
+        "tolerance_pct": view.repo.tolerance_pct,
+        "change_points": drift.change_points,
+        "segments": [{"start": s.start, "end": s.end, "mean_s": s.mean_s} for s in drift.segments],
+        "points": [{"gate_id": p.gate_id, "t": p.created_at.timestamp(), "median_s": p.median_s,
+                    "adopted": p.adopted, "verdict": p.verdict, "sha": p.sha} for p in drift.points],
+    }
     return templates.TemplateResponse(request, "repo.html", {"v": view, "r": view.repo, "drift": drift,
-                                                             "plot": Markup(plot)})
+                                                             "plot": Markup(plot), "drift_data": data,
+                                                             "subjects": view.commit_subjects})

@@ -25,9 +25,10 @@ from orchestrator.schemas.repos import (
 from orchestrator.usecases.gate_files import FilePolicy
 from orchestrator.usecases.notify import check_webhook_targets, new_webhook_secret
 from orchestrator.usecases.regate.common import branch_head_or_422, validate_request
-from orchestrator.vcs.history import GitError, commit_exists
+from orchestrator.vcs.history import GitError, commit_exists, commit_subjects
 
-__all__ = ['add_repository', 'get_repository', 'get_repository_view', 'list_repositories',
+__all__ = ['add_repository', 'bisection_conflicts', 'get_repository', 'get_repository_view',
+           'list_repositories',
            'remove_repository', 'rotate_webhook_secret', 'update_repository']
 
 logger = logging.getLogger(__name__)
@@ -177,8 +178,32 @@ def remove_repository(*, session: Session, repo_id: int) -> None:
     store.repos.delete_repo(session=session, repo_id=repo_id)
 
 
-def get_repository_view(*, session: Session, repo_id: int, limit: int = 50) -> RepoViewPublic:
+def bisection_conflicts(bisections: list[BisectionPublic]) -> list[str]:
+    """Warnings for found bisections of one regression (overlapping commit ranges) that
+    named different first bad commits (e.g. a slow creep over several commits)."""
+    found = [b for b in bisections if b.status == "found" and b.first_bad_sha]
+    warnings = []
+    for i, one in enumerate(found):
+        for other in found[i + 1:]:
+            if one.first_bad_sha != other.first_bad_sha and set(one.commits) & set(other.commits):
+                warnings.append(
+                    f"bisections {one.id} and {other.id} cover the same commits but named "
+                    f"different first bad commits ({(one.first_bad_sha or '')[:12]} vs "
+                    f"{(other.first_bad_sha or '')[:12]}): the slowdown may be spread over "
+                    "several commits (slow creep) or the noise is above the tolerance")
+    return warnings
+
+
+def get_repository_view(*, session: Session, repo_id: int, limit: int = 50,
+                        mirrors_dir: Path | None = None) -> RepoViewPublic:
     """A tracked repository with its recent events, bisections and webhook deliveries.
+
+    Args:
+        session: Open session.
+        repo_id: The repository.
+        limit: Events and deliveries shown at most.
+        mirrors_dir: Where remote repositories are mirrored; when given, the commit
+            subjects of the SHAs shown are read (local git only, no network).
 
     Raises:
         NotFound: No repository has that id.
@@ -189,10 +214,18 @@ def get_repository_view(*, session: Session, repo_id: int, limit: int = 50) -> R
         out = BisectionPublic.model_validate(b)
         out.step_gate_ids = store.repos.step_gate_ids(session=session, bisection=b)
         bisections.append(out)
+    events = [RepoEventPublic.model_validate(e)
+              for e in store.repos.events_of_repo(session=session, repo_id=repo_id, limit=limit)]
+    subjects: dict[str, str] = {}
+    if mirrors_dir is not None:
+        shas = [s for e in events for s in (e.control_sha, e.candidate_sha) if s]
+        shas += [s for b in bisections for s in (b.good_sha, b.bad_sha, b.first_bad_sha) if s]
+        subjects = commit_subjects(repo.url, shas, mirrors_dir=mirrors_dir)
     return RepoViewPublic(
         repo=repository_public(session=session, repo=repo),
-        events=[RepoEventPublic.model_validate(e)
-                for e in store.repos.events_of_repo(session=session, repo_id=repo_id, limit=limit)],
+        events=events,
+        commit_subjects=subjects,
+        bisection_warnings=bisection_conflicts(bisections),
         bisections=bisections,
         deliveries=[WebhookDeliveryPublic.model_validate(d)
                     for d in store.webhooks.deliveries_of_repo(session=session, repo_id=repo_id, limit=limit)],

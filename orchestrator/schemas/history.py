@@ -1,0 +1,46 @@
+"""History of gates across allocations for one family, recipe or topology (plot data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel
+
+__all__ = ["GateHistoryPointPublic", "GateHistoryPublic"]
+
+
+class GateHistoryPointPublic(BaseModel):
+    """One succeeded gate in the history plot."""
+
+    gate_id: int
+    created_at: dt.datetime
+    title: str
+    verdict: str | None
+    midpoint_s: float | None
+    """Control midpoint, seconds."""
+    candidate_s: float | None
+    """Candidate run median, seconds."""
+    control_min_s: float | None
+    """Lower edge of the control band: midpoint x (1 - drift/2), seconds."""
+    control_max_s: float | None
+    """Upper edge of the control band: midpoint x (1 + drift/2), seconds."""
+    delta_pct: float | None
+    drift_pct: float | None
+
+
+class GateHistoryPublic(BaseModel):
+    """Gates of one family / recipe / topology over time with change points."""
+
+    family: str | None
+    recipe: str | None
+    topology: str | None
+    tolerance_pct: float
+    """Half-width of the tolerance band around the control midpoint, percent."""
+    points: list[GateHistoryPointPublic]
+    """Oldest first (the newest ``limit`` gates)."""
+    num_shown: int
+    limit: int
+    change_points: list[int]
+    """Indices into ``points`` where the control midpoint's mean shifts (binary
+    segmentation, see :mod:`orchestrator.usecases.drift`)."""
+    method: str

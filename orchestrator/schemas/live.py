@@ -1,0 +1,52 @@
+"""Live progress of a gate for its page (polled while the gate is not finished)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+__all__ = ["GateLivePublic", "RunLivePublic"]
+
+
+class RunLivePublic(BaseModel):
+    """One run of a gate as it progresses."""
+
+    id: int
+    order: int
+    role: str | None
+    label: str
+    """``A0``, ``X1``, ... (role and position in the pattern)."""
+    status: str
+    num_steps: int
+    """Step records stored so far."""
+    num_steps_expected: int
+    """Warmup plus measured steps the run is asked for."""
+    num_warmup_steps: int
+    median_step_s: float | None
+    """Run median over the measured steps, seconds (once the run ended)."""
+    mean_step_s: float | None
+    """Mean of the step times stored so far, seconds."""
+    eta_s: float | None
+    """Seconds until this run ends: remaining steps x the mean step time (plus the mean
+    launch overhead of finished runs for a pending run); 0 when ended, None when unknown."""
+    steps_s: list[float]
+    """Slowest-rank step times so far, seconds (the first ``max_steps`` of them)."""
+
+
+class GateLivePublic(BaseModel):
+    """Status, per-run step counts and an ETA of one gate."""
+
+    id: int
+    status: str
+    status_reason: str | None
+    active: bool
+    """The gate is queued, submitted or running (the page keeps polling)."""
+    num_steps_done: int
+    num_steps_planned: int
+    """Steps of the runs planned so far (a sequential gate may add runs)."""
+    eta_s: float | None
+    """Seconds until the planned runs end, None while no step time is known."""
+    midpoint_s: float | None = None
+    """Control midpoint of the primary verdict, seconds (decision band of the plot)."""
+    threshold_pct: float | None = None
+    """Threshold of the primary verdict, percent (half-width of the decision band)."""
+    runs: list[RunLivePublic]
