@@ -212,7 +212,7 @@ def test_preempted_gate_is_resubmitted_once_as_a_new_gate(ledger):
     gate_id = submit(engine, gate_in)
     dispatch_pass(engine, settings, gate_ids=[gate_id])
     wait_gate(engine, settings, gate_id, until=("running",), timeout_s=120)
-    urgent = subprocess.run(["sbatch", "--parsable", "-p", "trays-urgent", "-N2", "-n4", "--wrap", "sleep 1"],
+    urgent = subprocess.run(["sbatch", "--parsable", "-p", "trays-urgent", "-N2", "-n4", "-o", "/dev/null", "--wrap", "sleep 1"],
                             capture_output=True, text=True, check=True).stdout.strip()
     gate = wait_gate(engine, settings, gate_id, timeout_s=120)
     assert gate.status == "failed"
