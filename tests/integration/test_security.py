@@ -38,6 +38,7 @@ WRITE_SCOPES = {  # every write route and the scope it needs
     ("DELETE", "/repos/{repo_id}"): ("admin", None),
     ("POST", "/repos/{repo_id}/check"): ("submit", None),
     ("POST", "/repos/{repo_id}/webhook-secret"): ("admin", None),
+    ("POST", "/alerts/{event_id}/acknowledge"): ("admin", None),
 }
 SECRETS = {  # gate env values that must never be shown
     "HF_TOKEN": "hf_GATE_SECRET_0001", "DB_PASSWORD": "pw_GATE_SECRET_0002",
@@ -72,7 +73,7 @@ def test_every_write_route_needs_a_valid_token_with_its_scope(client, seeded, db
     assert routes == set(WRITE_SCOPES), "a write route is missing from WRITE_SCOPES"
     tokens = _tokens(db_session)
     for (method, template), (scope, body) in WRITE_SCOPES.items():
-        path = template.format(gate_id=seeded["accept"], repo_id=UNKNOWN)
+        path = template.format(gate_id=seeded["accept"], repo_id=UNKNOWN, event_id=UNKNOWN)
         for secret in (None, "not-a-token", tokens["revoked"]):
             resp = _call(client, method, path, body, secret)
             assert resp.status_code == 401, (method, template, secret, resp.text)
@@ -99,7 +100,8 @@ def test_closed_reads_need_any_valid_token(db_url, tmp_path, seeded, db_session)
                                  nightly={"enabled": False}))
     with TestClient(closed) as client:
         for path in ("/gates", f"/gates/{seeded['accept']}", "/repos", "/ledger",
-                     f"/ledger/gates/{seeded['accept']}", "/stopping-points"):
+                     f"/ledger/gates/{seeded['accept']}", "/stopping-points", "/alerts",
+                     "/ledger/alerts", "/ledger/history"):
             assert client.get(path).status_code == 401, path
             assert client.get(path, headers={"Authorization": f"Bearer {tokens['revoked']}"}
                               ).status_code == 401, path
