@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 
-from health.timeouts import EXIT_USAGE
+from health.timeouts import EXIT_HANG, EXIT_OK, EXIT_USAGE
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--interface", help="socket interface (default: auto-detect)")
     p.add_argument("--inject-fault", help="prove the hang path: never_join:<rank>")
     return p
+
+
+def _follower_exit(report) -> int:
+    """Exit status of a task that does not report the allocation: 0 for a judged verdict
+    (healthy, degraded OR failed), so that ``srun --kill-on-bad-exit`` does not kill node 0
+    before it prints the allocation's verdict records (a follower that exits 1 first used to
+    cut the report off: "health gate exited with status 143"); 3 on a hang."""
+    return report.exit_code if report.exit_code == EXIT_HANG else EXIT_OK
 
 
 def main(argv: list[str]) -> int:
@@ -78,12 +86,12 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     out = json.dumps(report.to_dict()) if args.json else report.format_table()
     if os.environ.get("SLURM_PROCID", "0") != "0" and args.nodes is None:
-        return report.exit_code  # one task per GPU: rank 0 reports the allocation
+        return _follower_exit(report)  # one task per GPU: rank 0 reports the allocation
     if report.node_rank != 0:
         # One launcher per node: node 0 prints the records; the others' view goes to
         # stderr so it is in the log without duplicating the allocation's records.
         sys.stderr.write(f"node {report.node_rank} view:\n{out}\n")
-        return report.exit_code
+        return _follower_exit(report)
     sys.stdout.write(out + "\n")
     sys.stdout.write("\n".join(report.to_records()) + "\n")
     sys.stdout.flush()

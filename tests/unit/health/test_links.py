@@ -38,3 +38,16 @@ def test_slow_links_no_single_node_explains():
              ("c", "a"): 20.0, ("a", "c"): 20.0}
     ok, named, msg, _ = judge_links(_links(rates))
     assert not ok and named == [] and "no single node explains them" in msg
+
+
+def test_a_follower_node_that_judged_exits_zero_so_node_0_can_report():
+    """srun --kill-on-bad-exit: a follower's exit 1 used to kill node 0 before it printed the
+    allocation's verdict ("health gate exited with status 143"); a hang still exits 3."""
+    from types import SimpleNamespace
+
+    from health.cli import _follower_exit
+    from health.timeouts import EXIT_FAILED, EXIT_HANG, EXIT_OK
+
+    assert _follower_exit(SimpleNamespace(exit_code=EXIT_FAILED)) == EXIT_OK
+    assert _follower_exit(SimpleNamespace(exit_code=EXIT_OK)) == EXIT_OK
+    assert _follower_exit(SimpleNamespace(exit_code=EXIT_HANG)) == EXIT_HANG
