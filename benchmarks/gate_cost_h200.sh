@@ -3,12 +3,18 @@
 # executor at full LTX-2 width (recipe ltx2-bench-h200: d 4096, 4290 video / 1024 text
 # tokens, 8 blocks, local batch 8), compile cache shared across gates (warm after the first).
 # Usage on the device machine, from the repo root, with .whl/ carried:
-#   bash benchmarks/gate_cost_h200.sh PART   (PART = campaign | aa | slow1pct | all | fixed)
+#   bash benchmarks/gate_cost_h200.sh PART...   (PART = campaign | aa | slow1pct | all | fixed)
 # Writes each gate's JSON export, status.json and run logs (tgz) to $OUT.
+# On one GPU: TOPO="--gpus-per-node 1 --criteria h200-x1". CPU dry run from the venv:
+#   PY=.venv/bin/python RECIPE=tiny TOPO="--ntasks-per-node 1 --no-health" WINDOW_S=2 OUT=/tmp/o \
+#   bash benchmarks/gate_cost_h200.sh fixed
 set -euo pipefail
-part=${1:-all}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl 2>&1 | tail -1 || true
+parts=" ${*:-all} "
+PY=${PY:-python3}
+if [ -d .whl ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl 2>&1 | tail -1 || true
+fi
 export PYTHONPATH=/tmp/site:$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export AXBGATE_DATA_DIR=/tmp/axb PYTHONUNBUFFERED=1
@@ -19,34 +25,34 @@ new=(--warmup-mode steady --warmup-steps 2 --max-warmup-steps 20 --measured-seco
 gate() {  # NAME ARGS...
   local name=$1; shift
   local t0=$(date +%s)
-  python3 -m orchestrator.app.cli gate --title "$name" "${common[@]}" "$@" > "$OUT/$name.json" \
+  $PY -m orchestrator.app.cli gate --title "$name" "${common[@]}" "$@" > "$OUT/$name.json" \
     || echo "gate $name exited $?"
-  local id=$(python3 -c "import json;print(json.load(open('$OUT/$name.json'))['id'])")
+  local id=$($PY -c "import json;print(json.load(open('$OUT/$name.json'))['id'])")
   local g=/tmp/axb/gates/$(printf %06d "$id")
   cp "$g/status.json" "$OUT/$name.status.json"
   (cd "$g/runs" && tar czf "$OUT/$name.runs.tgz" .)
   echo "gate $name id=$id wall=$(( $(date +%s) - t0 ))s"
 }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit --format=csv || true
-python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.device_count())'
-case "$part" in campaign|all)
+$PY -c 'import torch; print("torch", torch.__version__, torch.cuda.device_count())'
+case "$parts" in *" campaign "*|*" all "*)
   # The campaign's way: torchrun per run, fixed 10 + 20 steps, drift rule; candidate 1% slower.
-  gate campaign-fixed-1pct --warmup-steps 10 --measured-steps 20 --no-fork-server --policy drift \
+  gate campaign-fixed-1pct --warmup-mode fixed --warmup-steps 10 --measured-steps 20 --no-fork-server --policy drift \
     --candidate-override measure.delay_fraction=0.01 ;;
 esac
-case "$part" in aa|all)
+case "$parts" in *" aa "*|*" all "*)
   gate aa-default "${new[@]}" ;;
 esac
-case "$part" in slow1pct|all)
+case "$parts" in *" slow1pct "*|*" all "*)
   gate slow1pct-default "${new[@]}" --candidate-override measure.delay_fraction=0.01 ;;
 esac
-case "$part" in fixed)
+case "$parts" in *" fixed "*)
   # Per-run fixed cost and the share of the allocation not measuring at a 60 s window:
   # A X B under drift (no extension), steady warmup, fork server with pre-imports.
   gate fixed-window60 --warmup-mode steady --warmup-steps 2 --max-warmup-steps 20 \
-    --measured-seconds "${WINDOW_S:-60}" --policy drift --max-extend 0 ;;
+    --measured-seconds "${FIXED_WINDOW_S:-60}" --policy drift --max-extend 0 ;;
 esac
-python3 - <<'PY'
+$PY - <<'PY'
 import json, os, glob
 for path in sorted(glob.glob(os.path.join(os.environ["OUT"], "*.status.json"))):
     s = json.load(open(path))

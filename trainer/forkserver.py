@@ -135,21 +135,51 @@ once per run (none of them starts a thread or touches CUDA: checked below)."""
 
 def _preimport() -> None:
     """Import :data:`_PREIMPORTS`; a module that fails to import is left to the run (which
-    then pays for it, or reports the error itself)."""
+    then pays for it, or reports the error itself).
+
+    While importing, ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` makes ``torch.cuda.is_available()``
+    ask NVML instead of the CUDA runtime: a runtime device count (which some of these
+    modules take at import) marks every later fork "bad", and the ranks then fail with
+    "Cannot re-initialize CUDA in forked subprocess" (seen on an H200, 2026-12-01).
+    """
     import importlib
 
     import torch
 
     t0 = time.monotonic()
-    for name in _PREIMPORTS:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - the run imports it again and reports
-            print(f"axbgate fork server: pre-import of {name} failed: {exc}", file=sys.stderr)
+    saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        for name in _PREIMPORTS:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - the run imports it again and reports
+                print(f"axbgate fork server: pre-import of {name} failed: {exc}", file=sys.stderr)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
     if torch.cuda.is_initialized():  # a fork would give every run a broken CUDA context
         raise RuntimeError("CUDA was initialised while pre-importing; the fork server cannot serve")
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     print(f"axbgate fork server: pre-imported {len(_PREIMPORTS)} modules in "
-          f"{time.monotonic() - t0:.2f} s", file=sys.stderr)
+          f"{time.monotonic() - t0:.2f} s ({threads} OS threads)", file=sys.stderr)
+
+
+def fork_is_poisoned() -> bool:
+    """True when a child forked now could not use CUDA (torch's "bad fork" mark).
+
+    Forks one short-lived child that reports ``torch.cuda._is_in_bad_fork()`` through its
+    exit status; the CUDA runtime was touched in this process if it is set.
+    """
+    import torch
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 3
 
 
 def serve(path: str) -> None:
@@ -161,7 +191,16 @@ def serve(path: str) -> None:
     import trainer.train  # noqa: F401
     from trainer.__main__ import main  # noqa: F401
 
-    _preimport()
+    if os.environ.get("AXBGATE_FORKSERVER_PREIMPORT", "1") == "1":
+        _preimport()
+        if fork_is_poisoned():  # start again without the pre-imports: slower, but it serves
+            print("axbgate fork server: a pre-import touched CUDA; restarting without "
+                  "pre-imports", file=sys.stderr, flush=True)
+            os.environ["AXBGATE_FORKSERVER_PREIMPORT"] = "0"
+            os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    if fork_is_poisoned():
+        raise RuntimeError("importing torch and the trainer touched CUDA; the fork server "
+                           "cannot serve (the driver falls back to torchrun)")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = f"{path}.tmp"
     if os.path.exists(tmp):
