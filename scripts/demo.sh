@@ -11,7 +11,7 @@
 # backward pass), so the gate has something to decide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+[ "${AXBGATE_DEMO_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh
 exec .venv/bin/axbgate gate \
   --title "cpu-demo LTX-2: activation checkpointing off vs on" \
   --recipe cpu-demo \
@@ -19,5 +19,5 @@ exec .venv/bin/axbgate gate \
   --control-env OMP_NUM_THREADS=1 --candidate-env OMP_NUM_THREADS=1 \
   --control-override parallel.activation_checkpointing=full \
   --candidate-override parallel.activation_checkpointing=none \
-  --warmup-steps 3 --measured-steps 15 --max-extend 2 \
+  --warmup-steps 3 --measured-steps 15 --measured-seconds 3 \
   "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the README demo N times (default 10) on fresh data directories and prints, per run,
-# the primary verdict and its wall time, then the tally. Expected verdict: accept (the
-# candidate turns activation checkpointing off: a real speed-up). Issue 14's goal: a
-# decisive verdict matching the true effect in >= 9 of 10 runs, <= 90 s each after set-up.
+# Runs the README demo (scripts/demo.sh, the same gate) N times (default 10) on fresh data
+# directories, so no run has history, and prints, per run, the primary verdict, the runs it
+# took and its wall time, then the tally. Expected verdict: accept (the candidate turns
+# activation checkpointing off: a real speed-up). Issue 14's goal: a decisive verdict matching
+# the true effect in >= 9 of 10 runs, <= 90 s each after set-up.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10}
@@ -11,12 +12,7 @@ ok=0
 for i in $(seq 1 "$n"); do
   dir=$(mktemp -d /tmp/axbgate-demo.XXXXXX)
   start=$(date +%s.%N)
-  out=$(AXBGATE_DATA_DIR="$dir" .venv/bin/axbgate gate \
-        --title "cpu-demo LTX-2: activation checkpointing off vs on" --recipe cpu-demo \
-        --ntasks-per-node 1 --control-env OMP_NUM_THREADS=1 --candidate-env OMP_NUM_THREADS=1 \
-        --control-override parallel.activation_checkpointing=full \
-        --candidate-override parallel.activation_checkpointing=none \
-        --warmup-steps 3 --measured-steps 15 --max-extend 2 --json 2>/dev/null)
+  out=$(AXBGATE_DEMO_SKIP_SETUP=1 AXBGATE_DATA_DIR="$dir" bash scripts/demo.sh --json 2>/dev/null)
   end=$(date +%s.%N)
   verdict=$(printf '%s' "$out" | .venv/bin/python -c 'import json,sys
 g=json.load(sys.stdin); v=[x for x in g.get("verdicts",[]) if x["is_primary"]]

@@ -20,6 +20,7 @@ from orchestrator.domain.lifecycle import TERMINAL_GATE_STATUSES, transition
 from orchestrator.schemas import GatePublic
 from orchestrator.schemas.gates import GateProgressPublic, RunProgressPublic
 from orchestrator.usecases.gate_files import FilePolicy, check_gate_files, check_secret_refs
+from orchestrator.usecases.measure_defaults import apply_recipe_measure_defaults
 from orchestrator.vcs.sources import SourceError, project_source_state, resolve_ref
 
 __all__ = [
@@ -153,6 +154,7 @@ def submit_gate(
         if existing is not None:
             return _idempotent_repeat(existing, request_sha256, idempotency_key), False
     gate_in = check_gate_files(gate_in, files or FilePolicy.unrestricted())
+    gate_in = apply_recipe_measure_defaults(gate_in)
     check_secret_refs({"control.env": gate_in.control.env, "candidate.env": gate_in.candidate.env},
                       secret_refs)
     for side in ("control", "candidate"):

@@ -1,0 +1,61 @@
+"""Recipe-level measurement defaults (issue 14).
+
+A gate's measurement rule (warmup count or steady-state warmup, measured steps or a time
+window) is the gate's, the same for every run. When a request on the bundled trainer leaves
+a field of that rule out, the control recipe's ``[measure]`` section supplies it, so each
+recipe carries the rule that suits its step time: the full-width H200 recipe warms up to
+steady state and measures a 60 s window (19.4% of a 1xH200 A X B not measuring,
+``benchmarks/results/gate_cost_h200x1_2026-12-01``), the CPU demo a 3 s window. Fields the
+request sets win; external commands keep the request defaults (10 + 20 fixed).
+
+The rule is taken in two groups, so a request gets exactly what it names: the warmup
+(``warmup_mode``, ``warmup_steps``, ``max_warmup_steps``) and the window (``measured_steps``,
+``measured_seconds``). A request that sets any field of a group takes the group's other fields
+from the request defaults, not from the recipe: ``--warmup-steps 10 --measured-steps 20`` is
+the campaign's fixed 10 + 20 on every recipe.
+"""
+
+from __future__ import annotations
+
+from orchestrator.domain.errors import ValidationFailed
+from orchestrator.domain.gate_spec import GateCreate
+
+MEASURE_GROUPS = (("warmup_mode", "warmup_steps", "max_warmup_steps"),
+                  ("measured_steps", "measured_seconds"))
+"""``GateCreate`` fields that take the recipe's ``[measure]`` value when the request sets no
+field of their group (same names as ``trainer.config.MeasureConfig``)."""
+
+
+def apply_recipe_measure_defaults(gate_in: GateCreate) -> GateCreate:
+    """Fill the measurement fields the request left out from the control recipe.
+
+    Args:
+        gate_in: The validated request.
+
+    Returns:
+        ``gate_in`` itself when nothing is taken from the recipe (an external command, or
+        every field set), else a re-validated copy with the recipe's values.
+
+    Raises:
+        ValidationFailed: The recipe cannot be loaded (``workload.recipe``), or the rule
+            that results is inconsistent (e.g. ``max_warmup_steps`` below ``warmup_steps``).
+    """
+    name = gate_in.workload.recipe
+    given = gate_in.model_fields_set
+    missing = [f for group in MEASURE_GROUPS if not given.intersection(group) for f in group]
+    if name is None or not missing:
+        return gate_in
+    from trainer import load_recipe
+
+    try:
+        measure = load_recipe(name, []).measure
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        raise ValidationFailed("workload.recipe", str(exc)) from None
+    data = gate_in.model_dump(mode="python", exclude_unset=True)
+    data.update({field: getattr(measure, field) for field in missing})
+    try:
+        return GateCreate.model_validate(data)
+    except ValueError as exc:
+        raise ValidationFailed("warmup_steps", f"{exc} (measurement fields the request left "
+                                               f"out come from recipe {name!r}'s [measure]: "
+                                               f"{', '.join(missing)})") from None
