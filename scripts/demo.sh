@@ -19,5 +19,5 @@ exec .venv/bin/axbgate gate \
   --control-env OMP_NUM_THREADS=1 --candidate-env OMP_NUM_THREADS=1 \
   --control-override parallel.activation_checkpointing=full \
   --candidate-override parallel.activation_checkpointing=none \
-  --warmup-steps 3 --measured-steps 15 --measured-seconds 3 \
   "$@"
+# Warmup and window come from the recipe's [measure] (3 steps, then a 3 s window).
