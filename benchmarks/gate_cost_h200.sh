@@ -3,7 +3,7 @@
 # executor at full LTX-2 width (recipe ltx2-bench-h200: d 4096, 4290 video / 1024 text
 # tokens, 8 blocks, local batch 8), compile cache shared across gates (warm after the first).
 # Usage on the device machine, from the repo root, with .whl/ carried:
-#   bash benchmarks/gate_cost_h200.sh PART...   (PART = campaign | aa | slow1pct | all | fixed)
+#   bash benchmarks/gate_cost_h200.sh PART...   (PART = campaign | aa | slow1pct | all | fixed | default)
 # Writes each gate's JSON export, status.json and run logs (tgz) to $OUT.
 # On one GPU: TOPO="--gpus-per-node 1 --criteria h200-x1". CPU dry run from the venv:
 #   PY=.venv/bin/python RECIPE=tiny TOPO="--ntasks-per-node 1 --no-health" WINDOW_S=2 OUT=/tmp/o \
@@ -45,6 +45,11 @@ case "$parts" in *" aa "*|*" all "*)
 esac
 case "$parts" in *" slow1pct "*|*" all "*)
   gate slow1pct-default "${new[@]}" --candidate-override measure.delay_fraction=0.01 ;;
+esac
+case "$parts" in *" default "*)
+  # The recipe's own measurement defaults (no warmup or window flag: steady warmup, 60 s window
+  # for ltx2-bench-h200), candidate slowed by a calibrated 1 %, one A X B under drift.
+  gate default-1pct --policy drift --max-extend 0 --candidate-override measure.delay_fraction=0.01 ;;
 esac
 case "$parts" in *" fixed "*)
   # Per-run fixed cost and the share of the allocation not measuring at a 60 s window:

@@ -162,9 +162,21 @@ def _preimport() -> None:
             os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
     if torch.cuda.is_initialized():  # a fork would give every run a broken CUDA context
         raise RuntimeError("CUDA was initialised while pre-importing; the fork server cannot serve")
-    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else -1
     print(f"axbgate fork server: pre-imported {len(_PREIMPORTS)} modules in "
-          f"{time.monotonic() - t0:.2f} s ({threads} OS threads)", file=sys.stderr)
+          f"{time.monotonic() - t0:.2f} s; OS threads: {_thread_names()}", file=sys.stderr)
+
+
+def _thread_names() -> str:
+    """This process's OS threads as ``name x count`` (Linux ``/proc``), for the log."""
+    names: dict[str, int] = {}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            names[name] = names.get(name, 0) + 1
+    except OSError:
+        return "unknown"
+    return ", ".join(f"{n} x{c}" for n, c in sorted(names.items()))
 
 
 def fork_is_poisoned() -> bool:
