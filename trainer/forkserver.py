@@ -180,16 +180,28 @@ def _thread_names() -> str:
 
 
 def fork_is_poisoned() -> bool:
-    """True when a child forked now could not use CUDA (torch's "bad fork" mark).
+    """True when a child forked now could not use CUDA.
 
-    Forks one short-lived child that reports ``torch.cuda._is_in_bad_fork()`` through its
-    exit status; the CUDA runtime was touched in this process if it is set.
+    Forks one short-lived child that reports through its exit status: torch's "bad fork"
+    mark (the CUDA runtime was touched in this process), or, where a GPU is present, a
+    failing first CUDA operation. The second check is there because importing Inductor
+    starts the CUDA driver's own thread in this process (seen on an H200, 2026-12-01)
+    without touching the runtime; forked runs then worked, and this verifies it on every
+    machine instead of assuming it.
     """
     import torch
 
     pid = os.fork()
     if pid == 0:
-        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+        code = 0
+        try:
+            if torch.cuda._is_in_bad_fork():
+                code = 3
+            elif torch.cuda.device_count() > 0:  # NVML count first: no runtime touched here
+                torch.ones(1, device="cuda").add_(1).cpu()
+        except Exception:  # noqa: BLE001 - any CUDA failure in the child is the answer
+            code = 3
+        os._exit(code)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 3
 
