@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 """Folder holding the named recipe files (``NAME.toml``)."""
@@ -220,7 +220,8 @@ class MeasureConfig(_Section):
     steady_tolerance_pct: float = Field(1.0, gt=0)
     """How far (percent of their median) those step times may spread."""
     measured_seconds: float | None = Field(None, gt=0)
-    """Measured window in seconds of step time (None: ``measured_steps`` steps)."""
+    """Measured window in seconds of step time (None: ``measured_steps`` steps; the
+    override ``measure.measured_seconds=none`` sets None, as TOML has no null)."""
     max_measured_steps: int = Field(100000, ge=1)
     """Cap on the measured steps of a time window."""
     delay_fraction: float = Field(0.0, ge=0.0, le=1.0)
@@ -233,6 +234,11 @@ class MeasureConfig(_Section):
     profile_dir: str | None = None
     """If set, profile 2 extra steps after the measured ones and write the
     torch.profiler summary table there (rank 0)."""
+
+    @field_validator("measured_seconds", mode="before")
+    @classmethod
+    def _none_window(cls, value: Any) -> Any:
+        return None if value == "none" else value
 
 
 class CheckpointConfig(_Section):

@@ -215,14 +215,15 @@ def serve(path: str) -> None:
     import trainer.train  # noqa: F401
     from trainer.__main__ import main  # noqa: F401
 
-    if os.environ.get("AXBGATE_FORKSERVER_PREIMPORT", "1") == "1":
+    preimport = os.environ.get("AXBGATE_FORKSERVER_PREIMPORT", "1") == "1"
+    if preimport:
         _preimport()
-        if fork_is_poisoned():  # start again without the pre-imports: slower, but it serves
+    if fork_is_poisoned():
+        if preimport:  # start again without the pre-imports: slower, but it serves
             print("axbgate fork server: a pre-import touched CUDA; restarting without "
                   "pre-imports", file=sys.stderr, flush=True)
             os.environ["AXBGATE_FORKSERVER_PREIMPORT"] = "0"
             os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-    if fork_is_poisoned():
         raise RuntimeError("importing torch and the trainer touched CUDA; the fork server "
                            "cannot serve (the driver falls back to torchrun)")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

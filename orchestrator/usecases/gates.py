@@ -70,8 +70,9 @@ def resolve_recipe(gate_in: GateCreate, side: str) -> dict[str, Any] | None:
         f"measure.warmup_mode={gate_in.warmup_mode}",
         f"measure.max_warmup_steps={gate_in.max_warmup_steps}",
     ]
-    if gate_in.measured_seconds is not None:
-        overrides.append(f"measure.measured_seconds={gate_in.measured_seconds}")
+    # always set: a recipe's own window must not stay when the gate measures a count
+    window = "none" if gate_in.measured_seconds is None else gate_in.measured_seconds
+    overrides.append(f"measure.measured_seconds={window}")
     try:
         return load_recipe(gate_in.workload.recipe, overrides).model_dump(mode="json")
     except (ValueError, FileNotFoundError, KeyError) as exc:

@@ -28,7 +28,8 @@ def test_demo_runs_a_gate_with_the_recipes_measurement_rule(tmp_path):
     assert gate["status"] == "succeeded", gate["status_reason"]
     assert gate["recipe_name"] == "cpu-demo" and gate["policy"] == "sequential"
     assert (gate["num_warmup_steps"], gate["num_measured_steps"]) == (3, 15)
-    assert gate["options"]["measured_seconds"] == 3.0 and gate["options"]["warmup_mode"] == "fixed"
+    assert gate["options"]["max_warmup_steps"] == 20
+    assert gate["options"]["measured_seconds"] == 3.0 and gate["options"]["warmup_mode"] == "steady"
     assert gate["control_spec"]["env"] == {"OMP_NUM_THREADS": "1"}
     primary = next(v for v in gate["verdicts"] if v["is_primary"])
     assert primary["verdict"] in ("accept", "inconclusive"), primary["numbers"]["reason"]

@@ -244,8 +244,9 @@ class _Driver:
             f"measure.warmup_mode={plan.warmup_mode}",
             f"measure.max_warmup_steps={plan.max_warmup_steps}",
         ]
-        if plan.measured_seconds is not None:
-            overrides.append(f"measure.measured_seconds={plan.measured_seconds}")
+        # always set: a recipe's own window must not stay when the gate measures a count
+        window = "none" if plan.measured_seconds is None else plan.measured_seconds
+        overrides.append(f"measure.measured_seconds={window}")
         return overrides
 
     def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:

@@ -76,3 +76,15 @@ def test_public_api_does_not_import_torch():
             "trainer.flops_per_sample(trainer.load_recipe('tiny'));"
             "assert 'torch' not in sys.modules; assert 'orchestrator' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_recipes_time_window_can_be_unset_by_override():
+    # cpu-demo measures a 3 s window; a gate that asks for a step count passes "none"
+    assert load_recipe("cpu-demo").measure.measured_seconds == 3.0
+    recipe = load_recipe("cpu-demo", ["measure.measured_seconds=none", "measure.measured_steps=3"])
+    assert recipe.measure.measured_seconds is None and recipe.measure.measured_steps == 3
+    # "none" stays a plain string where it is a value (activation checkpointing off)
+    recipe = load_recipe("cpu-demo", ["parallel.activation_checkpointing=none"])
+    assert recipe.parallel.activation_checkpointing == "none"
+    with pytest.raises(ValueError, match="measure.measured_seconds"):
+        load_recipe("cpu-demo", ["measure.measured_seconds=soon"])
