@@ -96,17 +96,33 @@ def _host_cluster() -> str:
     raise AssertionError("/etc/slurm/slurm.conf names no ClusterName")
 
 
-def _sacct_user(job_id: str, timeout_s: float = 60.0) -> str:
-    """The account Slurm ran the job as, from the HOST's accounting (polled: slurmdbd lags)."""
+def _sacct_user(job_id: str, timeout_s: float = 120.0) -> str:
+    """The account Slurm ran the job as, from the HOST's accounting.
+
+    Polled until the job's record is final (slurmdbd lags, and a CI run once read ``root``
+    for a job that sacct later showed as ``nobody``); on a timeout, every record seen is in
+    the returned text so that the assertion says what accounting held.
+    """
     deadline = time.monotonic() + timeout_s
+    seen: list[str] = []
     while True:
         # The trays cluster shares this slurmdbd and numbers its jobs from 1 too: name the
         # host cluster explicitly, never rely on sacct's default.
-        out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "User", "-M", _host_cluster(), "-j", job_id],
-                             capture_output=True, text=True, check=False).stdout.split()
-        if out or time.monotonic() > deadline:
-            return out[0] if out else ""
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-D", "-o", "User,State,Submit",
+                              "-M", _host_cluster(), "-j", job_id],
+                             capture_output=True, text=True, check=False).stdout.splitlines()
+        seen.append(" ; ".join(out))
+        rows = [line.split("|") for line in out if line.count("|") == 2]
+        final = [row for row in rows if (row[1].split() or [""])[0] in _FINAL_STATES]
+        if final:
+            return final[-1][0]
+        if time.monotonic() > deadline:
+            return f"no final record of job {job_id}; sacct said: {seen[-5:]}"
         time.sleep(1.0)
+
+
+_FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                           "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
 
 
 @pytest.mark.timeout(1800)  # cold: debootstrap + image builds take minutes on 2 cores
