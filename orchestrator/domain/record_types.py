@@ -81,8 +81,9 @@ class StepSeries:
     Attributes:
         step_s: Seconds per step in step order, warmup included.
         source: ``"slowest_rank"`` (a timing record's list, or every step record's
-            slowest-rank time) or ``"rank0"`` (only the printing rank's own times were
-            found: harness ``BF16_STEP`` ``step_time_sec`` without ``BF16_TIMING``).
+            slowest-rank time), ``"rank0"`` (only the printing rank's own times were
+            found: harness ``BF16_STEP`` ``step_time_sec`` without ``BF16_TIMING``), or a
+            framework adapter's label (``ParsedLog.series_label``).
     """
 
     step_s: list[float]
@@ -113,6 +114,9 @@ class ParsedLog:
             ``BF16_SEMANTICS``, in the stored form of
             :mod:`orchestrator.domain.record_semantics`), or None.
         notes: What the reader of an imported run should know about how it was read.
+        series_label: What the timing list is when it is not the slowest rank's per-step
+            time: a framework log adapter's label (``torchtitan_rank0_interval_mean``,
+            ``megatron_interval_mean``; docs/integrations.md); None for the record contract.
         steps: Every step record; filled only by :func:`~orchestrator.domain.records.parse`
             (small logs, tests), never by the streaming :class:`RecordParser`.
     """
@@ -131,6 +135,7 @@ class ParsedLog:
     non_finite: str | None = None
     semantics: dict[str, Any] | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    series_label: str | None = None
     steps: list[StepRecord] = dataclasses.field(default_factory=list)
 
     @property
@@ -170,7 +175,7 @@ class ParsedLog:
             RecordError: Neither a timing list nor step records are present.
         """
         if self.timing is not None and self.timing.get("slowest_rank_step_s"):
-            return StepSeries(list(self.timing["slowest_rank_step_s"]), "slowest_rank")
+            return StepSeries(list(self.timing["slowest_rank_step_s"]), self.series_label or "slowest_rank")
         if self.num_steps:
             if not any(map(math.isnan, self.step_slowest_s)):
                 return StepSeries(self._in_step_order(self.step_slowest_s), "slowest_rank")
