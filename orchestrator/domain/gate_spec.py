@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from axbgate_record.rule import ENV_NAMES as MEASURE_ENV_NAMES
 from orchestrator.domain.api_model import ApiModel
 from orchestrator.domain.secrets import parse_secret_ref
 
@@ -32,8 +33,8 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _OVERRIDE_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+=[^\x00\n\r]*$")
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
 COMMAND_PLACEHOLDERS = frozenset(
-    {"warmup_steps", "measured_steps", "source_dir", "role", "run_index", "nproc", "out_dir",
-     "nnodes", "nproc_per_node"}
+    {"warmup_steps", "measured_steps", "total_steps", "source_dir", "role", "run_index", "nproc",
+     "out_dir", "nnodes", "nproc_per_node"}
 )
 # sbatch options axbgate/submitit set themselves (topology fields, log paths, signal).
 _SLURM_OWNED = frozenset(
@@ -42,9 +43,11 @@ _SLURM_OWNED = frozenset(
      "export", "export_file", "get_user_env", "uid", "gid"}
 )
 # Variables the launcher owns; a gate may not override them (DESIGN.md section 5).
+# The gate's measurement rule (AXBGATE_WARMUP_MODE, ...) is the driver's too: a side may
+# not measure itself by another rule (docs/record-contract.md).
 RESERVED_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-     "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}
+     "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", *MEASURE_ENV_NAMES}
 )
 
 
@@ -149,21 +152,41 @@ class WorkloadSpec(ApiModel):
     recipe: str | None = None
     """Bundled trainer recipe name (``tiny``, ``ltx2-full``, ...) or path to a TOML file."""
     command: list[str] | None = None
-    """External harness argv template printing the record contract. Placeholders:
-    ``{warmup_steps}``, ``{measured_steps}``, ``{source_dir}``, ``{role}``,
-    ``{run_index}``, ``{nproc}`` (all ranks), ``{nnodes}``, ``{nproc_per_node}``,
-    ``{out_dir}``. How often it starts is ``launch``."""
+    """External harness argv template printing the record contract (or, with
+    ``log_format``, a framework's own log). Placeholders: ``{warmup_steps}``,
+    ``{measured_steps}``, ``{total_steps}`` (warmup + measured under a fixed rule, else the
+    most steps a run may take), ``{source_dir}``, ``{role}``, ``{run_index}``, ``{nproc}``
+    (all ranks), ``{nnodes}``, ``{nproc_per_node}``, ``{out_dir}``. Every run also gets the
+    rule as ``AXBGATE_*`` variables (docs/record-contract.md). How often it starts is
+    ``launch``."""
     launch: Literal["per_node", "per_rank", "batch"] = "per_node"
     """How a ``command`` is started (docs/multi-node.md): ``per_node`` once per node (a
     launcher such as torchrun; under Slurm ``srun`` with one task per node), ``per_rank``
     once per rank (``srun`` with every rank's task; locally ``torch.distributed.run
     --no-python``), ``batch`` once, in the allocation's batch step on node 0. The bundled
     trainer (``recipe``) always starts one process per rank."""
+    log_format: Literal["record", "torchtitan", "megatron"] = "record"
+    """How a ``command``'s output is read: ``record`` (the record contract: the bundled
+    trainer, ``axbgate_record.StepTimer`` and its HF/Lightning callbacks), ``torchtitan`` or
+    ``megatron`` (their own per-step log lines, no code change; docs/integrations.md says
+    what each can and cannot know). An adapter needs a fixed warmup that ends on a logged
+    step and a count of measured steps; pass ``{total_steps}`` as the framework's step count."""
+
+    def stored(self) -> dict[str, Any]:
+        """The form kept in ``gates.workload``: ``log_format`` only when not the default, so
+        the control identity of gates stored before the field existed stays the same."""
+        data = self.model_dump(mode="json")
+        if data.get("log_format") == "record":
+            data.pop("log_format")
+        return data
 
     @model_validator(mode="after")
     def _one_of(self) -> "WorkloadSpec":
         if (self.recipe is None) == (self.command is None):
             raise ValueError("workload needs exactly one of recipe or command")
+        if self.recipe is not None and self.log_format != "record":
+            raise ValueError(f"workload.log_format {self.log_format!r} reads an external command's "
+                             "log; the bundled trainer (workload.recipe) prints the record contract")
         if self.command is not None:
             if not self.command or not self.command[0]:
                 raise ValueError("workload.command must be a non-empty argv list")
@@ -389,4 +412,8 @@ class GateCreate(ApiModel):
             self.control.recipe_overrides or self.candidate.recipe_overrides
         ):
             raise ValueError("recipe_overrides apply to the bundled trainer, not to workload.command")
+        from orchestrator.domain.framework_logs import check_gate_log_format
+
+        check_gate_log_format(self.workload.log_format, self.workload.command,
+                              self.warmup_mode, self.measured_seconds)
         return self

@@ -21,7 +21,7 @@ from typing import Any
 
 from orchestrator.domain.secrets import SECRET_REF_PREFIX, is_secret_name, secret_refs_of
 
-__all__ = ["MULTICAST_OFF", "RunEnvPolicy", "inherited_env", "referenced_names",
+__all__ = ["MULTICAST_OFF", "RunEnvPolicy", "inherited_env", "measure_env", "referenced_names",
            "resolve_secret_refs", "step_env", "submission_env"]
 
 MULTICAST_OFF = {
@@ -134,9 +134,26 @@ def resolve_secret_refs(side_env: Mapping[str, str], environ: Mapping[str, str])
     return out
 
 
+def measure_env(plan: Any) -> dict[str, str]:
+    """The gate's measurement rule as the ``AXBGATE_*`` variables every run gets
+    (docs/record-contract.md, "The measurement rule in the environment"; read by
+    ``axbgate_record.MeasureRule.from_env``). Steady window 5 and tolerance 1% are the
+    gate's (``GateOptions.warmup_mode``).
+
+    Args:
+        plan: The gate's :class:`~orchestrator.executors.plan.GatePlan`.
+    """
+    from axbgate_record.rule import MeasureRule
+
+    return MeasureRule(warmup_mode=plan.warmup_mode, warmup_steps=plan.num_warmup_steps,
+                       max_warmup_steps=max(plan.max_warmup_steps, plan.num_warmup_steps, 2),
+                       measured_steps=plan.num_measured_steps,
+                       measured_seconds=plan.measured_seconds).to_env()
+
+
 def step_env(environ: Mapping[str, str], policy: RunEnvPolicy, *, preamble: Mapping[str, str],
              side_env: Mapping[str, str], compile_cache: Path, python_root: str,
-             run_as_env: Mapping[str, str]) -> dict[str, str]:
+             run_as_env: Mapping[str, str], measure: Mapping[str, str] | None = None) -> dict[str, str]:
     """The complete environment of one step (health gate or run) on the allocation.
 
     The allow-listed part of ``environ`` (:func:`inherited_env`), the launch preamble,
@@ -144,7 +161,9 @@ def step_env(environ: Mapping[str, str], policy: RunEnvPolicy, *, preamble: Mapp
     kept: Inductor keys its entries by graph and configuration, so sharing is safe),
     ``PYTHONPATH`` led by ``python_root``, the gate's env with its ``secret://``
     references resolved from ``environ``, the run-as account's ``HOME``/``USER``, and
-    ``AXBGATE_MASKED_ENV``: the secret-looking names the trainer masks in provenance.
+    ``AXBGATE_MASKED_ENV``: the secret-looking names the trainer masks in provenance, and
+    for a run ``measure``, the gate's rule (:func:`measure_env`; set last: a side's env
+    cannot change it).
 
     Raises:
         KeyError: A referenced server variable is not set (the message names it).
@@ -160,6 +179,7 @@ def step_env(environ: Mapping[str, str], policy: RunEnvPolicy, *, preamble: Mapp
     env.update(side_env)
     env.update({k: v for k, v in MULTICAST_OFF.items() if k not in side_env})
     env.update(run_as_env)
+    env.update(measure or {})
     env["AXBGATE_MASKED_ENV"] = ",".join(
         sorted(k for k in env if is_secret_name(k, policy.secret_patterns)))
     return env

@@ -186,7 +186,7 @@ def submit_gate(
         tags=gate_in.tags,
         control_spec=control,
         candidate_spec=candidate,
-        workload=gate_in.workload.model_dump(mode="json"),
+        workload=gate_in.workload.stored(),
         recipe=control_recipe or {},
         recipe_name=gate_in.workload.recipe,
         topology_request=gate_in.topology.model_dump(mode="json"),

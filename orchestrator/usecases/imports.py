@@ -19,7 +19,8 @@ from orchestrator import store
 from orchestrator.db.models import Artifact, Run
 from orchestrator.domain.errors import ValidationFailed
 from orchestrator.domain.measure import MEDIAN_MISMATCH_REL, RunOutcome, measure_run
-from orchestrator.domain.records import ParsedLog, RecordParser, health_check_rows
+from orchestrator.domain.framework_logs import log_parser
+from orchestrator.domain.records import ParsedLog, health_check_rows
 from orchestrator.executors.files import hash_file, keep_file, read_line_blocks
 from orchestrator.schemas import RunImportPublic
 
@@ -136,14 +137,17 @@ class _StepWriter:
             self.rows = []
 
 
-def _parse_and_store_steps(path: Path, writer: _StepWriter) -> ParsedLog:
-    parser = RecordParser()
+def _parse_and_store_steps(path: Path, writer: _StepWriter, parser) -> ParsedLog:
     with open(path, "rb") as fh:
         for block in read_line_blocks(fh):
             rows = parser.feed_lines(block)
             if parser.error is not None:
                 raise parser.error  # stops at the first bad record; the caller rolls back
             writer.add_rows(rows)
+    if hasattr(parser, "drain_rows"):  # an adapter's steps not known before the end
+        writer.add_rows(parser.drain_rows())
+        if parser.error is not None:
+            raise parser.error
     return parser.finish()
 
 
@@ -161,7 +165,8 @@ def _store_run(session: Session, writer: _StepWriter, parsed: ParsedLog, outcome
     )
 
 
-def import_log(*, session: Session, path: Path, artifacts_dir: Path) -> RunImportPublic:
+def import_log(*, session: Session, path: Path, artifacts_dir: Path, log_format: str = "record",
+               warmup_steps: int | None = None) -> RunImportPublic:
     """Parse, keep and store one run log, streaming (memory does not grow with its size).
 
     Args:
@@ -169,18 +174,30 @@ def import_log(*, session: Session, path: Path, artifacts_dir: Path) -> RunImpor
             error the caller rolls back and nothing of this log is stored).
         path: The log file.
         artifacts_dir: Where kept copies of raw logs go.
+        log_format: ``record`` (either record dialect) or a framework adapter
+            (``torchtitan``, ``megatron``: their own log lines, docs/integrations.md).
+        warmup_steps: An adapter's warmup, steps from the log's first step (None: 10,
+            with a note); a record log states its own counts.
 
     Returns:
         A :class:`RunImportPublic` summary (``already_imported`` when these bytes were
         imported before, by this or a concurrent call).
 
     Raises:
-        ValidationFailed: The file is missing, unreadable, or holds no record lines.
+        ValidationFailed: The file is missing, unreadable, holds no record lines, or the
+            format is unknown.
         orchestrator.domain.errors.RecordError: A record line is malformed or over a bound
             of docs/record-contract.md (the error names the line).
     """
     if not path.is_file():
         raise ValidationFailed("path", f"{path} is not a readable file")
+    if log_format == "record" and warmup_steps is not None:
+        raise ValidationFailed("warmup_steps", "warmup_steps applies to torchtitan/megatron logs; a "
+                                               "record log states its own counts")
+    try:
+        parser = log_parser(log_format, warmup_steps=warmup_steps)
+    except ValueError as exc:
+        raise ValidationFailed("format", str(exc)) from None
     try:
         sha256, size = hash_file(path)
     except OSError as exc:
@@ -193,13 +210,12 @@ def import_log(*, session: Session, path: Path, artifacts_dir: Path) -> RunImpor
     if claim is None:
         return _already_imported(session, sha256, base)
     writer = _StepWriter(session)
-    parsed = _parse_and_store_steps(path, writer)
-    if parsed.num_record_lines == 0:
-        raise ValidationFailed(
-            "path",
-            f"{path} holds no record lines (AXBGATE_* or BF16_*/HEALTH_GATE); "
-            "see docs/record-contract.md",
-        )
+    parsed = _parse_and_store_steps(path, writer, parser)
+    if parsed.num_record_lines == 0 and not parsed.num_steps:
+        what = ("record lines (AXBGATE_* or BF16_*/HEALTH_GATE); see docs/record-contract.md"
+                if log_format == "record" else
+                f"{log_format} metric lines; see docs/integrations.md (or import with another --format)")
+        raise ValidationFailed("path", f"{path} holds no {what}")
     base["dialect"] = parsed.dialect
     allocation = store_health(session=session, parsed=parsed)
     run = None

@@ -78,6 +78,7 @@ def gate_cmd(
     command: Annotated[
         str | None, typer.Option(help="External harness argv as a JSON list (record contract).")
     ] = None,
+    log_format: Annotated[str | None, typer.Option(help="How --command's output is read: record (default), torchtitan or megatron (their own log lines; docs/integrations.md).")] = None,
     repo: Annotated[str | None, typer.Option(help="Git repository of both sides' source.")] = None,
     control_ref: Annotated[str | None, typer.Option(help="Control git ref (needs --repo).")] = None,
     candidate_ref: Annotated[str | None, typer.Option(help="Candidate git ref (needs --repo).")] = None,
@@ -138,6 +139,7 @@ def gate_cmd(
     overrides: dict[str, Any] = {
         "title": title,
         "workload": workload or None,
+        "workload.log_format": log_format,
         "control.source.repo": repo if (repo and control_ref) else None,
         "control.source.ref": control_ref,
         "candidate.source.repo": repo if (repo and candidate_ref) else None,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.app.cli.common import clean, echo_json, open_engine, settings
+from orchestrator.app.cli.common import clean, echo_json, fail, open_engine, settings
 from orchestrator.domain.errors import AxbgateError
 
 __all__ = ["register"]
@@ -15,14 +15,26 @@ __all__ = ["register"]
 
 def import_log_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Run logs (AXBGATE_* or BF16_* records).")],
+    log_format: Annotated[str, typer.Option("--format", help="record (AXBGATE_*/BF16_* lines, default), torchtitan or megatron (the framework's own log; docs/integrations.md).")] = "record",
+    warmup_steps: Annotated[int | None, typer.Option(help="Warmup steps of a torchtitan/megatron log, from its first step (default 10; must end on a logged step).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
-    """Parse run logs, keep them with their SHA-256 and store the runs in the ledger."""
+    """Parse run logs, keep them with their SHA-256 and store the runs in the ledger.
+
+    Example: axbgate import-log --format torchtitan --warmup-steps 2 train.log
+    """
     from sqlalchemy.exc import SQLAlchemyError
 
     from orchestrator.db.session import session_scope
     from orchestrator.usecases.imports import import_log
 
+    from orchestrator.domain.framework_logs import LOG_FORMATS
+
+    if log_format not in LOG_FORMATS:
+        fail(f"--format {log_format!r} must be one of {', '.join(LOG_FORMATS)}")
+    if warmup_steps is not None and (log_format == "record" or warmup_steps < 0):
+        fail("--warmup-steps applies to --format torchtitan/megatron (a record log states its "
+             "own counts) and must be >= 0")
     current = settings()
     engine = open_engine()
     summaries = []
@@ -30,9 +42,8 @@ def import_log_cmd(
     for path in paths:  # each log is its own transaction: one bad file stores nothing of it
         try:
             with session_scope(engine) as session:
-                summaries.append(
-                    import_log(session=session, path=path, artifacts_dir=current.artifacts_dir)
-                )
+                summaries.append(import_log(session=session, path=path, artifacts_dir=current.artifacts_dir,
+                                            log_format=log_format, warmup_steps=warmup_steps))
         except AxbgateError as exc:
             errors.append(f"{path}: {exc}")
         except (SQLAlchemyError, OSError) as exc:  # one file's failure never stops the others

@@ -31,10 +31,10 @@ from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usa
 from orchestrator.executors.driver.launch import choose_port, command_argv, port_collision, srun_prefix
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
-from orchestrator.executors.driver.stream import StepStream, measure_stream
+from orchestrator.executors.driver.stream import StepStream, measure_stream, run_log_parser
 from orchestrator.executors.files import hash_file
 from orchestrator.executors.plan import GatePaths, GatePlan, read_json, write_json_atomic
-from orchestrator.executors.runenv import MULTICAST_OFF
+from orchestrator.executors.runenv import MULTICAST_OFF, measure_env
 
 __all__ = ["MULTICAST_OFF", "run_gate"]
 
@@ -170,15 +170,16 @@ class _Driver:
             {"index": choice.index, **record, "master_port": choice.port, "busy_ports": choice.busy})
         return env
 
-    def _base_env(self, side_env: dict[str, str], source_dir: Path | None) -> dict[str, str]:
-        """A step's environment (:func:`~orchestrator.executors.runenv.step_env`): never
-        the whole of the allocation's environment; secret references resolved here."""
+    def _base_env(self, side_env: dict[str, str], source_dir: Path | None, run=False) -> dict[str, str]:
+        """A step's environment (:func:`~orchestrator.executors.runenv.step_env`): never the
+        whole allocation's environment; secrets resolved here; a run gets the gate's rule."""
         from orchestrator.executors.runenv import step_env
 
         try:
             return step_env(os.environ, self.policy, preamble=self._preamble(), side_env=side_env,
                             compile_cache=self.paths.compile_cache, run_as_env=self.run_as_env,
-                            python_root=str(source_dir or self.plan.project_root))
+                            python_root=str(source_dir or self.plan.project_root),
+                            measure=measure_env(self.plan) if run else None)
         except KeyError as exc:
             raise _GateFailed(str(exc.args[0])) from None
 
@@ -263,6 +264,7 @@ class _Driver:
         values = {
             "warmup_steps": str(plan.num_warmup_steps),
             "measured_steps": str(plan.num_measured_steps),
+            "total_steps": measure_env(plan)["AXBGATE_TOTAL_STEPS"],
             "source_dir": str(source_dir or plan.project_root),
             "role": role,
             "run_index": str(order),
@@ -281,13 +283,14 @@ class _Driver:
         """Start one run's process and wait for it: (step, stream, argv, launch, env)."""
         plan = self.plan
         log_path = self.paths.run_log(order, role)
-        env = self._base_env(plan.sides[side].get("env", {}), source_dir)
+        env = self._base_env(plan.sides[side].get("env", {}), source_dir, run=True)
         argv = [a.replace("{MASTER_ADDR}", env["MASTER_ADDR"]).replace("{MASTER_PORT}", env["MASTER_PORT"])
                 for a in self._run_argv(order, role, side, source_dir)]
         write_json_atomic(self.paths.run_started(order, role),
                           {"order": order, "role": role, "started_at": _now(), "command": argv})
         launch_unix = time.time()
-        stream = StepStream(self.paths.run_steps(order, role), str(log_path.relative_to(self.paths.root)))
+        stream = StepStream(self.paths.run_steps(order, role), str(log_path.relative_to(self.paths.root)),
+                            parser=run_log_parser(plan))
         cwd = source_dir or self.paths.root
         spawn = None
         if plan.workload.get("recipe") and not self.under_slurm:

@@ -6,7 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["StepStream", "measure_stream"]
+__all__ = ["StepStream", "measure_stream", "run_log_parser"]
+
+
+def run_log_parser(plan):
+    """How a run's output is read: the record contract, or the workload's framework log
+    (``workload.log_format``; the run log's first line is the driver's header)."""
+    from orchestrator.domain.framework_logs import log_parser
+
+    return log_parser(plan.workload.get("log_format") or "record", first_line_no=2,
+                      warmup_steps=plan.num_warmup_steps, world_size=plan.nodes * plan.ranks_per_node)
 
 
 class StepStream:
@@ -16,13 +25,15 @@ class StepStream:
     Args:
         path: The run's step stream (``runs/NN-R.steps.jsonl``).
         log_name: The run log as errors name it (``runs/NN-R.log``).
+        parser: How the output is read (``domain.framework_logs.log_parser``: the record
+            contract, or a framework adapter); None: the record contract.
     """
 
-    def __init__(self, path: Path, log_name: str = "the run log") -> None:
+    def __init__(self, path: Path, log_name: str = "the run log", parser=None) -> None:
         from orchestrator.domain.records import RecordParser
 
         # The run log's first line is the driver's "# axbgate step:" header, not output.
-        self.parser = RecordParser(first_line_no=2)
+        self.parser = parser if parser is not None else RecordParser(first_line_no=2)
         self.out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self.log_name = log_name
         self.failure: str | None = None
@@ -30,18 +41,26 @@ class StepStream:
     def __call__(self, line: bytes) -> None:
         if self.failure is not None:
             return
-        from orchestrator.domain.records import step_row
 
         try:
             step = self.parser.feed(line)
         except Exception as exc:  # a record the parser cannot survive fails the run only
             self.failure = f"record output unreadable at line {self.parser.line_no}: {exc!r}"
             return
-        if step is not None:
+        if step is not None:  # an adapter's line may close several steps of an interval
+            self._write(step if isinstance(step, list) else [step])
+
+    def _write(self, steps: list) -> None:
+        from orchestrator.domain.records import step_row
+
+        for step in steps:
             self.out.write(json.dumps(step_row(step), allow_nan=True) + "\n")
-            self.out.flush()
+        self.out.flush()
 
     def close(self) -> None:
+        drain = getattr(self.parser, "drain", None)
+        if drain is not None and self.failure is None:
+            self._write(drain())  # an adapter's steps not known before the end
         self.out.close()
 
 

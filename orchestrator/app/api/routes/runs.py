@@ -6,7 +6,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path as FsPath
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import FileResponse
@@ -51,9 +51,16 @@ async def import_run_log(
     filename: Annotated[
         str, Query(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._+-]+$")
     ] = "upload.log",
+    log_format: Annotated[
+        Literal["record", "torchtitan", "megatron"],
+        Query(alias="format", description="How the log is read: the record contract, or a framework's "
+                                          "own log lines (docs/integrations.md).")] = "record",
+    warmup_steps: Annotated[int | None, Query(
+        ge=0, le=100000, description="Warmup steps of a torchtitan/megatron log (default 10).")] = None,
 ) -> RunImportPublic:
     """Upload a run log (raw body, e.g. ``curl --data-binary @run.log``) and store it like
-    ``axbgate import-log``: the log is kept with its SHA-256 and the run stored. A log
+    ``axbgate import-log`` (``?format=torchtitan`` like ``--format``): the log is kept with
+    its SHA-256 and the run stored. A log
     imported before answers 200 with the stored run. The body is streamed to a temporary
     file (at most ``limits.max_import_bytes``, default 512 MiB: 413 past it) and read line
     by line; a malformed record answers 422 naming the line, and nothing of it is kept."""
@@ -77,7 +84,7 @@ async def import_run_log(
             # Parsing a large log is CPU work: run it in the thread pool so the event loop
             # keeps answering other requests.
             summary = await run_in_threadpool(
-                _import_and_commit, session, tmp, settings.artifacts_dir
+                _import_and_commit, session, tmp, settings.artifacts_dir, log_format, warmup_steps
             )
         except ValidationFailed as exc:
             raise ValidationFailed("body", exc.message.replace(str(tmp), filename)) from None
@@ -88,9 +95,11 @@ async def import_run_log(
     return summary.model_copy(update={"path": filename})
 
 
-def _import_and_commit(session, path, artifacts_dir) -> RunImportPublic:
+def _import_and_commit(session, path, artifacts_dir, log_format="record",
+                       warmup_steps=None) -> RunImportPublic:
     try:
-        summary = import_log(session=session, path=path, artifacts_dir=artifacts_dir)
+        summary = import_log(session=session, path=path, artifacts_dir=artifacts_dir,
+                             log_format=log_format, warmup_steps=warmup_steps)
         session.commit()
     except BaseException:
         session.rollback()
