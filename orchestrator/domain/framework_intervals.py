@@ -239,6 +239,9 @@ class IntervalLogParser:
         }
         if self._warmup_note:
             parsed.notes.append(self._warmup_note)
+        if total <= self.warmup_steps:
+            parsed.notes.append(f"the log has {total} steps from step {self._start + 1}: a warmup of "
+                                f"{self.warmup_steps} leaves none to measure")
         if intervals != [1]:
             parsed.notes.append(
                 f"{self.log_format} printed one line every {'/'.join(map(str, intervals))} steps: each "
