@@ -59,6 +59,7 @@ COPY README.md ./
 COPY orchestrator ./orchestrator
 COPY trainer ./trainer
 COPY health ./health
+COPY axbgate_record ./axbgate_record
 COPY migrations ./migrations
 RUN pip install -q --no-deps . && rm -rf build *.egg-info && axbgate --help > /dev/null
 

@@ -15,8 +15,10 @@ The rule every run of a gate follows arrives in ``AXBGATE_*`` variables
 (:class:`MeasureRule`, docs/record-contract.md).
 """
 
+from axbgate_record.dist import init_distributed
 from axbgate_record.emit import emit, format_record
 from axbgate_record.rule import ENV_NAMES, MeasureRule, total_steps
 from axbgate_record.timer import StepTimer
 
-__all__ = ["ENV_NAMES", "MeasureRule", "StepTimer", "emit", "format_record", "total_steps"]
+__all__ = ["ENV_NAMES", "MeasureRule", "StepTimer", "emit", "format_record", "init_distributed",
+           "total_steps"]

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Ranks", "device_sync", "launch_world_size"]
+__all__ = ["Ranks", "device_sync", "init_distributed", "launch_world_size"]
 
 
 def launch_world_size(environ: Mapping[str, str] | None = None) -> int:
@@ -32,6 +32,44 @@ def launch_world_size(environ: Mapping[str, str] | None = None) -> int:
     if world < 1:
         raise ValueError(f"WORLD_SIZE/SLURM_NTASKS={raw!r} must be at least 1")
     return world
+
+
+def init_distributed(backend: str | None = None) -> tuple[int, int]:
+    """Start ``torch.distributed`` from torchrun's or Slurm's variables (imports torch).
+
+    Under ``srun`` one task per rank, without ``RANK``: ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``
+    are filled from ``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``; ``MASTER_ADDR`` and
+    ``MASTER_PORT`` come from the launch (the gate driver sets them for every run). A lone
+    process is rank 0 of 1 and starts no process group.
+
+    Args:
+        backend: ``nccl``/``gloo``; None: NCCL when CUDA is available, else gloo.
+
+    Returns:
+        ``(rank, world_size)``.
+
+    Raises:
+        ValueError: Several ranks without ``MASTER_ADDR``/``MASTER_PORT``.
+    """
+    env = os.environ
+    if "RANK" not in env and "SLURM_PROCID" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env.get("SLURM_NTASKS", "1")
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+    world = launch_world_size(env)
+    if world == 1:
+        return 0, 1
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if k not in env]
+    if missing:
+        raise ValueError(f"{world} ranks need {' and '.join(missing)} in the environment")
+    import torch
+    import torch.distributed as dist
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(int(env.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    if not dist.is_initialized():
+        dist.init_process_group(backend or ("nccl" if cuda else "gloo"))
+    return dist.get_rank(), dist.get_world_size()
 
 
 def _torch_dist() -> Any | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,28 @@ def test_torchtitan_log_gate_reads_the_framework_log(tmp_path):
         rows = steps[run.id]
         assert len(rows) == 10 and all(r.slowest_rank_step_s is None for r in rows)
         assert len({r.rank_step_s for r in rows[1:]}) == 1  # one log line covered steps 2-10
+
+
+@pytest.mark.slurm
+def test_two_ranks_under_srun_one_task_per_rank(tmp_path):
+    """The same loop, each rank its own ``srun`` task (no torchrun): RANK from SLURM_PROCID."""
+    if shutil.which("sbatch") is None or "UP" not in subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, check=False).stdout:
+        if os.environ.get("CI"):
+            pytest.fail("Slurm is not up in CI: scripts/slurm_up.sh should have started it")
+        pytest.skip("Slurm is not up (run scripts/slurm_up.sh as root)")
+    spec = _base([sys.executable, str(FRAMEWORKS / "two_rank_loop.py")], warmup_steps=2, measured_steps=6,
+                 executor="slurm", topology={"ntasks_per_node": 2, "time_limit_min": 10},
+                 control={"env": {"SLOW_RANK": "0", "SLOW_RANK_SLEEP_S": "0.02"}},
+                 candidate={"env": {"SLOW_RANK": "0", "SLOW_RANK_SLEEP_S": "0.04"}})
+    spec["workload"]["launch"] = "per_rank"
+    gate, runs, _ = _gate(tmp_path, spec, timeout_s=400)
+    assert gate["status"] == "succeeded", gate["status_reason"]
+    gate_dir = tmp_path / "ledger" / "gates" / f"{gate['id']:06d}"
+    for run in runs:
+        slow, fast = _timing_record(gate_dir, run.order, run.role)["per_rank_step_s"]
+        assert run.world_size == 2
+        assert run.slowest_rank_step_s[2:] == slow[2:]  # rank 0 is the slow one this time
+        assert all(s > f for s, f in zip(slow[2:], fast[2:]))
+        assert run.command[0] == "srun"
+    assert _drift(gate)["verdict"] == "reject"

@@ -252,9 +252,16 @@ def test_a_run_environment_holds_no_server_secret(tmp_path, monkeypatch):
     print("run env keys (A):", control["ENV_KEYS"])
     print("driver env keys:", control["DRIVER_ENV_KEYS"])
     print("controller env keys:", control["CONTROLLER_ENV_KEYS"])
+    from axbgate_record.rule import ENV_NAMES
+
+    # The driver's own AXBGATE_* variables (the masked names, and in a run the gate's
+    # measurement rule, docs/record-contract.md) are the only ones: no server setting passes.
+    driver_set = {"AXBGATE_MASKED_ENV", *ENV_NAMES}
+    assert set(ENV_NAMES) <= set(json.loads(control["ENV_KEYS"]))
     for label in ("ENV_KEYS", "DRIVER_ENV_KEYS", "CONTROLLER_ENV_KEYS"):
         keys = set(json.loads(control[label]))
-        assert not [k for k in keys if k.startswith("AXBGATE_") and k != "AXBGATE_MASKED_ENV"], label
+        allowed = driver_set if label == "ENV_KEYS" else set()
+        assert not [k for k in keys if k.startswith("AXBGATE_") and k not in allowed], label
         assert not keys & {"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "TORCH_HUB_TOKEN",
                            "UNRELATED_SERVER_VAR"}, (label, keys)
         assert {"PATH", "NCCL_DEBUG", "WANDB_API_KEY"} <= keys, (label, keys)
