@@ -1,9 +1,11 @@
-"""Command line: ``python -m trainer {train,flops,recipes}``.
+"""Command line: ``python -m trainer {train,flops,recipes,write-checkpoint}``.
 
 ``train --recipe NAME|PATH [section.key=value ...]`` runs training and prints the
 record lines; ``flops --recipe NAME [--json] [--audit]`` prints model FLOPs per
 sample (DESIGN.md section 2), with ``--audit`` also measuring them with
-``FlopCounterMode``; ``recipes`` lists the bundled recipes.
+``FlopCounterMode``; ``recipes`` lists the bundled recipes; ``write-checkpoint
+--recipe NAME --out DIR`` writes a Diffusers-layout LTX-2.0 folder (audio tensors
+included) holding the recipe's own init (docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--audit", action="store_true",
                    help="also count executed FLOPs with FlopCounterMode (CPU, eager attention)")
     sub.add_parser("recipes", help="list bundled recipes")
+    w = sub.add_parser("write-checkpoint",
+                       help="write a save_pretrained-compatible folder with the recipe's init")
+    w.add_argument("--recipe", required=True)
+    w.add_argument("overrides", nargs="*")
+    w.add_argument("--out", required=True, help="output folder")
+    w.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    w.add_argument("--max-shard-gb", type=float, default=5.0, help="largest shard, GB (1e9 B)")
+    w.add_argument("--device", default="auto",
+                   help="where values are drawn: auto (cuda when available, as the trainer), "
+                        "cpu, cuda")
+    w.add_argument("--no-audio", action="store_true", help="video tensors only")
     return p
 
 
@@ -61,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in out.items():
                 print(f"{key}: {value}")
         return 0
+    if args.cmd == "write-checkpoint":
+        return _write_checkpoint(recipe, args)
     imports_start = time.time()
     from trainer.train import main as train_main
 
@@ -75,6 +90,23 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _write_checkpoint(recipe, args: argparse.Namespace) -> int:
+    import torch
+
+    from trainer.diffusers_layout import write_init_checkpoint
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() and recipe.parallel.device != "cpu" else "cpu"
+    start = time.perf_counter()
+    out = write_init_checkpoint(recipe, args.out, dtype=args.dtype,
+                                max_shard_bytes=int(args.max_shard_gb * 1e9), device=device,
+                                with_audio=not args.no_audio)
+    print(json.dumps({**out, "device": device, "dtype": args.dtype, "out": args.out,
+                      "seconds": round(time.perf_counter() - start, 2)}))
+    return 0
 
 
 if __name__ == "__main__":

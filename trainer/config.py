@@ -65,6 +65,15 @@ class ModelConfig(_Section):
     """RoPE normalisation for the width axis, pixels."""
     fps: float = Field(24.0, gt=0)
     """Frames per second used to turn frame indices into seconds for RoPE."""
+    rope_dtype: Literal["float32", "float64"] = "float32"
+    """Dtype of the RoPE angles (position x frequency) and their cos/sin. ``float32`` is
+    what Diffusers ``LTX2AudioVideoRotaryPosEmbed`` and ltx-core compute (the default);
+    ``float64`` reproduces this trainer's tables before issue 27 (they differ by up to
+    8.8e-4 at 81x480x832, from float32 rounding of angles up to ~1.6e4 rad)."""
+    rope_tables_in_compute_dtype: bool = False
+    """Round the cos/sin tables to ``parallel.param_dtype`` before the blocks (this
+    trainer before issue 27; half the table bytes under bf16). False keeps them float32
+    and rotates in float32, as Diffusers ``apply_split_rotary_emb`` does."""
     packed_qkv: bool = False
     """Fuse self-attention Q/K/V and cross-attention K/V into one GEMM each.
     Checkpoints still load and export with split Diffusers keys."""
@@ -109,6 +118,17 @@ class DataConfig(_Section):
     """Distinct batches kept resident on the device and repeated (prefetched pool)."""
     seed: int = 1234
     """Seed of synthetic samples, noise and per-sample sigma."""
+    num_text_valid_tokens: int | None = Field(None, ge=1)
+    """Synthetic prompts: the first this many text tokens are real and the rest padding
+    (text attention mask 0, DESIGN vocabulary "text attention mask"). None: every token
+    is real and no mask is applied, which equals an all-ones mask. A ``safetensors``
+    source brings its own optional ``text_mask`` instead. The override
+    ``data.num_text_valid_tokens=none`` sets None."""
+    first_frame_conditioning_p: float = Field(0.0, ge=0.0, le=1.0)
+    """Probability that a sample is image-to-video conditioned: the tokens of its first
+    latent frame stay clean (per-token sigma 0, so timestep 0) and are left out of the
+    loss, as in LTX-2 image-to-video training. Needs per-token timesteps
+    (``model.singleton_timestep = false``). 0: every token of a sample shares its sigma."""
 
     @property
     def latent_frames(self) -> int:
@@ -138,7 +158,15 @@ class DataConfig(_Section):
             raise ValueError("data.height and data.width must be multiples of 32")
         if self.source == "safetensors" and not self.path:
             raise ValueError("data.path is required when data.source = 'safetensors'")
+        if self.num_text_valid_tokens is not None and self.num_text_valid_tokens > self.num_text_tokens:
+            raise ValueError(f"data.num_text_valid_tokens ({self.num_text_valid_tokens}) must be at "
+                             f"most data.num_text_tokens ({self.num_text_tokens})")
         return self
+
+    @field_validator("num_text_valid_tokens", mode="before")
+    @classmethod
+    def _none_valid(cls, value: Any) -> Any:
+        return None if value == "none" else value
 
 
 class TrainConfig(_Section):
@@ -242,12 +270,25 @@ class MeasureConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    """Checkpoint load, export and resume paths (all optional)."""
+    """Checkpoint load, export and resume paths (all optional; docs/checkpoints.md)."""
 
     load_safetensors: str | None = None
-    """Initial weights in Diffusers key layout (split Q/K/V)."""
+    """Initial weights in the Diffusers ``LTX2VideoTransformer3DModel`` layout (split
+    Q/K/V): a ``.safetensors`` file, a ``*.safetensors.index.json`` or a folder holding
+    either (as ``save_pretrained`` writes it). Audio and audio-video tensors are skipped
+    with a warning; each rank reads only the slices of its own FSDP2 shard."""
     export_safetensors: str | None = None
-    """Write final weights here in Diffusers key layout (rank 0)."""
+    """Write final weights here in the Diffusers layout, video tensors only: a path
+    ending in ``.safetensors`` is one file, anything else a folder of shards with
+    ``diffusion_pytorch_model.safetensors.index.json`` (rank 0 writes, one shard in host
+    memory at a time)."""
+    export_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Dtype of the exported tensors. ``auto``: each tensor in the dtype it had in
+    ``load_safetensors`` (so a bf16 checkpoint comes back bf16, bitwise when untrained),
+    else the registered (master) dtype."""
+    export_max_shard_gb: float = Field(10.0, gt=0)
+    """Largest shard of a folder export, GB (1e9 bytes; Diffusers ``save_pretrained``
+    defaults to 10 GB). A tensor larger than this gets a shard of its own."""
     save_dcp: str | None = None
     """Write a DCP checkpoint (model + optimizer + step) here at the end."""
     resume_dcp: str | None = None
@@ -265,6 +306,13 @@ class Recipe(_Section):
     parallel: ParallelConfig = ParallelConfig()
     measure: MeasureConfig = MeasureConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        if self.data.first_frame_conditioning_p > 0 and self.model.singleton_timestep:
+            raise ValueError("data.first_frame_conditioning_p > 0 needs per-token timesteps: "
+                             "set model.singleton_timestep = false")
+        return self
 
 
 def list_recipes() -> list[str]:

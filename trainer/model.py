@@ -53,7 +53,7 @@ def sdpa_context(backend: str) -> contextlib.AbstractContextManager:
 
 
 def attention(q_BHNK: torch.Tensor, k_BHMK: torch.Tensor, v_BHMK: torch.Tensor,
-              backend: str) -> torch.Tensor:
+              backend: str, bias_B11M: torch.Tensor | None = None) -> torch.Tensor:
     """Non-causal multi-head attention.
 
     Args:
@@ -62,15 +62,19 @@ def attention(q_BHNK: torch.Tensor, k_BHMK: torch.Tensor, v_BHMK: torch.Tensor,
         v_BHMK: Values [B, H, M, K].
         backend: ``eager`` = explicit matmul + fp32 softmax (what FlopCounterMode
             counts as 2 matmuls forward, 4 backward); anything else = SDPA.
+        bias_B11M: Optional additive score bias [B, 1, 1, M] (the text attention
+            mask, :func:`text_attention_bias`); None attends to every key.
 
     Returns:
         Output [B, H, N, K] in the query dtype.
     """
     if backend == "eager":
         scores_BHNM = (q_BHNK @ k_BHMK.transpose(-2, -1)) * (q_BHNK.shape[-1] ** -0.5)
+        if bias_B11M is not None:
+            scores_BHNM = scores_BHNM + bias_B11M
         probs_BHNM = torch.softmax(scores_BHNM.float(), dim=-1).to(q_BHNK.dtype)
         return probs_BHNM @ v_BHMK
-    return F.scaled_dot_product_attention(q_BHNK, k_BHMK, v_BHMK)
+    return F.scaled_dot_product_attention(q_BHNK, k_BHMK, v_BHMK, attn_mask=bias_B11M)
 
 
 def apply_split_rope(x_BHNK: torch.Tensor, cos_1HNk: torch.Tensor,
@@ -101,44 +105,65 @@ def rope_cos_sin(model: ModelConfig, data: DataConfig,
     Follows Diffusers ``LTX2AudioVideoRotaryPosEmbed`` (video, split): each latent
     patch's pixel-space bounds (VAE factors 8x32x32, causal first frame, time in
     seconds at ``fps``) give a midpoint, normalised by the base sizes and mapped
-    to [-1, 1]; frequencies theta**linspace(0, 1, D // 6) * pi / 2 are shared by
+    to [-1, 1]; frequencies theta**linspace(0, 1, D // 6) * pi / 2 (float64, then
+    rounded to float32 as Diffusers' ``rope_double_precision=True``) are shared by
     the 3 axes and interleaved per frequency; the D/2 angle vector is front-padded
-    (cos 1, sin 0) and split across heads.
+    (cos 1, sin 0) and split across heads. Positions, angles and cos/sin are computed
+    in ``model.rope_dtype``: float32 reproduces the reference bit for bit, float64 is
+    this trainer's pre-issue-27 table.
 
     Args:
-        model: Model config (heads, head dim, theta, base sizes, fps).
+        model: Model config (heads, head dim, theta, base sizes, fps, rope dtype).
         data: Data config (latent grid).
         device: Where the tables live.
 
     Returns:
         ``(cos, sin)``, each [1, H, N, K/2] float32.
     """
+    dt = torch.float32 if model.rope_dtype == "float32" else torch.float64
     d = model.hidden_dim
     f, h, w = data.latent_frames, data.latent_height, data.latent_width
     grid = torch.stack(torch.meshgrid(
-        torch.arange(f, dtype=torch.float64), torch.arange(h, dtype=torch.float64),
-        torch.arange(w, dtype=torch.float64), indexing="ij"), dim=0).flatten(1)  # [3, N]
-    scale = torch.tensor([8.0, 32.0, 32.0], dtype=torch.float64)[:, None]
+        torch.arange(f, dtype=dt), torch.arange(h, dtype=dt), torch.arange(w, dtype=dt),
+        indexing="ij"), dim=0).flatten(1)  # [3, N]
+    scale = torch.tensor([8.0, 32.0, 32.0], dtype=dt)[:, None]
     start, end = grid * scale, (grid + 1) * scale
     # Causal VAE: the first latent frame covers one pixel frame (Diffusers causal_offset=1).
     start[0] = (start[0] + 1 - 8).clamp(min=0) / model.fps
     end[0] = (end[0] + 1 - 8).clamp(min=0) / model.fps
     mid = (start + end) / 2
     base = torch.tensor([model.rope_base_frames, model.rope_base_height,
-                         model.rope_base_width], dtype=torch.float64)[:, None]
+                         model.rope_base_width], dtype=dt)[:, None]
     frac_3N = mid / base
     num_freqs = d // 6
     freqs = model.rope_theta ** torch.linspace(0.0, 1.0, num_freqs, dtype=torch.float64)
-    freqs = (freqs * math.pi / 2).float().double()
+    freqs = (freqs * math.pi / 2).float().to(dt)
     angles_N3F = (frac_3N.T[:, :, None] * 2 - 1) * freqs  # [N, 3, F]
     angles = angles_N3F.transpose(1, 2).flatten(1)  # [N, 3F] interleaved per frequency
     pad = d // 2 - angles.shape[1]
-    cos = torch.cat([torch.ones(angles.shape[0], pad, dtype=torch.float64), angles.cos()], 1)
-    sin = torch.cat([torch.zeros(angles.shape[0], pad, dtype=torch.float64), angles.sin()], 1)
+    cos = torch.cat([torch.ones(angles.shape[0], pad, dtype=dt), angles.cos()], 1)
+    sin = torch.cat([torch.zeros(angles.shape[0], pad, dtype=dt), angles.sin()], 1)
     n, heads = angles.shape[0], model.num_heads
     cos = cos.reshape(n, heads, -1).transpose(0, 1)[None].float()
     sin = sin.reshape(n, heads, -1).transpose(0, 1)[None].float()
     return cos.contiguous().to(device), sin.contiguous().to(device)
+
+
+def text_attention_bias(text_mask_BT: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Additive cross-attention bias from a text attention mask (Diffusers semantics).
+
+    As ``LTX2VideoTransformer3DModel.forward``: bias = (1 - mask) * -10000 in the compute
+    dtype, added to the attention scores of every head and query. A finite bias, not
+    -inf: a prompt that is all padding attends uniformly instead of producing NaN.
+
+    Args:
+        text_mask_BT: [B, T], 1 (or True) for real tokens and 0 for padding.
+        dtype: Compute dtype.
+
+    Returns:
+        Bias [B, 1, 1, T] in ``dtype``.
+    """
+    return ((1 - text_mask_BT.to(dtype)) * -10000.0)[:, None, None, :]
 
 
 def timestep_features(t_BS: torch.Tensor, dim: int) -> torch.Tensor:
@@ -229,14 +254,15 @@ class CrossAttention(nn.Module):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
 
-    def forward(self, x_BND: torch.Tensor, text_BTD: torch.Tensor) -> torch.Tensor:
+    def forward(self, x_BND: torch.Tensor, text_BTD: torch.Tensor,
+                text_bias_B11T: torch.Tensor | None = None) -> torch.Tensor:
         if self.packed:
             k_BTD, v_BTD = self.to_kv(text_BTD).chunk(2, dim=-1)
         else:
             k_BTD, v_BTD = self.to_k(text_BTD), self.to_v(text_BTD)
         q_BHNK = self._heads(self.norm_q(self.to_q(x_BND)))
         k_BHTK = self._heads(self.norm_k(k_BTD))
-        o_BHNK = attention(q_BHNK, k_BHTK, self._heads(v_BTD), self.backend)
+        o_BHNK = attention(q_BHNK, k_BHTK, self._heads(v_BTD), self.backend, text_bias_B11T)
         return self.to_out[0](o_BHNK.transpose(1, 2).flatten(2))
 
 
@@ -261,14 +287,16 @@ class LTX2Block(nn.Module):
         self.scale_shift_table = nn.Parameter(torch.empty(6, d))
 
     def forward(self, x_BND: torch.Tensor, text_BTD: torch.Tensor, temb_BS6D: torch.Tensor,
-                cos_1HNk: torch.Tensor, sin_1HNk: torch.Tensor) -> torch.Tensor:
-        """Args are [B,N,D] video, [B,T,D] text, [B,S,6D] timestep modulation and
-        [1,H,N,K/2] RoPE tables; returns [B,N,D]."""
+                cos_1HNk: torch.Tensor, sin_1HNk: torch.Tensor,
+                text_bias_B11T: torch.Tensor | None = None) -> torch.Tensor:
+        """Args are [B,N,D] video, [B,T,D] text, [B,S,6D] timestep modulation,
+        [1,H,N,K/2] RoPE tables and an optional [B,1,1,T] text attention bias;
+        returns [B,N,D]."""
         mod = self.scale_shift_table + temb_BS6D.unflatten(-1, (6, -1))  # [B, S, 6, D]
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = mod.unbind(2)
         h_BND = self.norm1(x_BND) * (1 + scale_msa) + shift_msa
         x_BND = x_BND + self.attn1(h_BND, cos_1HNk, sin_1HNk) * gate_msa
-        x_BND = x_BND + self.attn2(self.norm2(x_BND), text_BTD)
+        x_BND = x_BND + self.attn2(self.norm2(x_BND), text_BTD, text_bias_B11T)
         h_BND = self.norm3(x_BND) * (1 + scale_mlp) + shift_mlp
         return x_BND + self.ff(h_BND) * gate_mlp
 
@@ -343,28 +371,46 @@ class LTX2VideoTransformer(nn.Module):
         return self._rope_cache[device]
 
     def forward(self, latents_BNC: torch.Tensor, text_BTE: torch.Tensor,
-                sigma_B: torch.Tensor) -> torch.Tensor:
+                sigma: torch.Tensor, text_mask_BT: torch.Tensor | None = None) -> torch.Tensor:
         """Predict the flow-matching velocity.
 
         Args:
             latents_BNC: Noised latent tokens [B, N, C] (any float dtype).
             text_BTE: Text-encoder embeddings [B, T, E].
-            sigma_B: Per-sample noise level in [0, 1], [B] (float32 preferred).
+            sigma: Noise level in [0, 1] (float32 preferred): per sample [B], or per
+                token [B, N] (image-to-video conditioning: first-frame tokens at 0;
+                needs ``model.singleton_timestep = false``).
+            text_mask_BT: Optional text attention mask [B, T] (1 real, 0 padding); None
+                attends to every text token (the same output as an all-ones mask).
 
         Returns:
             Velocity [B, N, C_out] in the compute dtype.
+
+        Raises:
+            ValueError: A per-token ``sigma`` with ``model.singleton_timestep = true``,
+                or a ``sigma`` of another shape.
         """
         dtype = self.proj_in.weight.dtype
-        t = sigma_B.float() * self.cfg.timestep_scale
-        t_BS = t[:, None] if self.cfg.singleton_timestep else t[:, None].expand(-1, latents_BNC.shape[1])
+        t = sigma.float() * self.cfg.timestep_scale
+        n = latents_BNC.shape[1]
+        if t.ndim == 2 and tuple(t.shape) == (latents_BNC.shape[0], n):
+            if self.cfg.singleton_timestep:
+                raise ValueError("per-token sigma [B, N] needs model.singleton_timestep = false")
+            t_BS = t
+        elif t.ndim == 1:
+            t_BS = t[:, None] if self.cfg.singleton_timestep else t[:, None].expand(-1, n)
+        else:
+            raise ValueError(f"sigma must be [B] or [B, N]; got {tuple(sigma.shape)}")
         with sdpa_context(self.cfg.attention_backend):
             x_BND = self.proj_in(latents_BNC.to(dtype))
             text_BTD = self.caption_projection(text_BTE.to(dtype))
+            text_bias = None if text_mask_BT is None else text_attention_bias(text_mask_BT, dtype)
             temb_BS6D, emb_BSD = self.time_embed(t_BS, dtype)
             cos, sin = self.rope(x_BND.device)
-            cos, sin = cos.to(dtype), sin.to(dtype)
+            if self.cfg.rope_tables_in_compute_dtype:
+                cos, sin = cos.to(dtype), sin.to(dtype)
             for block in self.transformer_blocks:
-                x_BND = block(x_BND, text_BTD, temb_BS6D, cos, sin)
+                x_BND = block(x_BND, text_BTD, temb_BS6D, cos, sin, text_bias)
             shift_BSD, scale_BSD = (self.scale_shift_table + emb_BSD[:, :, None]).unbind(2)
             x_BND = self.norm_out(x_BND) * (1 + scale_BSD) + shift_BSD
             return self.proj_out(x_BND)
@@ -380,13 +426,22 @@ def flow_matching_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torc
     Args:
         model: The transformer (plain or FSDP-wrapped).
         batch: ``latents`` [B, N, C], ``noise`` [B, N, C], ``text`` [B, T, E],
-            ``sigma`` [B] float32.
+            ``sigma`` [B] or [B, N] float32; optional ``text_mask`` [B, T] (1 real
+            token, 0 padding) and ``loss_mask`` [B, N] (1 = token in the loss; the
+            clean first-frame tokens of an image-to-video sample are 0).
 
     Returns:
-        Scalar float32 MSE between predicted and target velocity.
+        Scalar float32 MSE between predicted and target velocity over the tokens in
+        the loss (all tokens without ``loss_mask``).
     """
     x0, noise, sigma = batch["latents"], batch["noise"], batch["sigma"]
-    s = sigma.float()[:, None, None]
+    s = sigma.float()[:, None, None] if sigma.ndim == 1 else sigma.float()[:, :, None]
     x_t = (1 - s) * x0.float() + s * noise.float()
-    pred = model(x_t, batch["text"], sigma)
-    return F.mse_loss(pred.float(), (noise.float() - x0.float()))
+    pred = model(x_t, batch["text"], sigma, batch.get("text_mask"))
+    target = noise.float() - x0.float()
+    loss_mask = batch.get("loss_mask")
+    if loss_mask is None:
+        return F.mse_loss(pred.float(), target)
+    weight_BN1 = loss_mask.float()[:, :, None]
+    num = (weight_BN1.sum() * target.shape[-1]).clamp(min=1.0)
+    return ((pred.float() - target) ** 2 * weight_BN1).sum() / num

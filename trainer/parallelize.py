@@ -77,8 +77,12 @@ def apply_fsdp(model: nn.Module, cfg: ParallelConfig, mesh) -> None:
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    # Block inputs arrive in the compute dtype already (the root casts them), except the
+    # RoPE tables, which stay float32 as in the reference unless the model config says
+    # otherwise; FSDP's input cast would round them to param_dtype.
     mp = MixedPrecisionPolicy(param_dtype=_DTYPES[cfg.param_dtype],
-                              reduce_dtype=_DTYPES[cfg.reduce_dtype])
+                              reduce_dtype=_DTYPES[cfg.reduce_dtype],
+                              cast_forward_inputs=False)
     blocks = list(model.transformer_blocks)
     group = cfg.modules_per_group
     for start in range(0, len(blocks), group):

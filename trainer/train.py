@@ -448,8 +448,11 @@ def main(recipe: Recipe, timeline: dict[str, float] | None = None) -> int:
                                               "records_done_unix": time.time()})
         if recipe.checkpoint.save_dcp:
             checkpoint.save_dcp(model, optimizer, start + len(log.loss), recipe.checkpoint.save_dcp)
-        if recipe.checkpoint.export_safetensors:
-            checkpoint.export_safetensors(model, recipe.checkpoint.export_safetensors)
+        ck = recipe.checkpoint
+        if ck.export_safetensors:
+            checkpoint.export_safetensors(model, ck.export_safetensors, dtype=ck.export_dtype,
+                                          like=ck.load_safetensors,
+                                          max_shard_bytes=int(ck.export_max_shard_gb * 1e9))
         if m.profile_dir:  # after the checkpoints: the profiled steps change the weights
             profile_steps(recipe, d, model, optimizer, batches)
         code = 0
