@@ -3,8 +3,8 @@
 # recipe's steady warmup over 3 steps) for an A/A pair, a calibrated 1% delay and the real
 # change train.fused_adamw=off, each with its verdict, runs, GPU-seconds and the timeline of
 # where the allocation's time went; and where a run's fixed cost + warmup go
-# (benchmarks/startup_profile.py). Not yet run: the device was not lent in the session that
-# wrote it (2026-12-01).
+# (benchmarks/startup_profile.py). Run on 2026-12-02 (benchmarks/gpu_batch_h200.sh), output in
+# benchmarks/results/decision_cost_h200x1_2026-12-02/
 # Usage on the device machine, repo root, .whl/ carried (see gate_cost_h200.sh):
 #   bash benchmarks/decision_cost_h200.sh PART...   PART = profile | aa | slow1pct | adamw | all
 # One call fits two parts within the 600 s limit; the compile cache is shared across parts of
