@@ -89,8 +89,8 @@ def _t_power(s: float, k: int, trend_fitted: bool) -> float:
 
 
 def vp_trend_min() -> int:
-    """Used runs from which the engine fits a trend (orchestrator.verdict.looks)."""
-    from orchestrator.verdict.looks import TREND_MIN_RUNS
+    """Used runs from which the engine fits a trend (orchestrator.verdict.seqfit)."""
+    from orchestrator.verdict.seqfit import TREND_MIN_RUNS
 
     return TREND_MIN_RUNS
 

@@ -218,7 +218,8 @@ def seed_calibrated(session: Session) -> dict[str, Any]:
         history_ids.append(gid)
     target = make_gate(session, title="calibrated 1% faster", family="ltx2-calibrated",
                        tags=["calibrated"], policy="sequential", pattern=None)
-    # Extended to A A X B X A X B (sequential v2 weighs history by the gate's own dof).
+    # Extended to A A X B X A X B; sequential v3 decides at the early look (6 runs) on this
+    # history.
     finish_gate(session, target, medians_s=(0.4283, 0.4300, 0.4257, 0.4302, 0.4257, 0.4301,
                                             0.4257, 0.4299),
                 all_policies=True, history=CALIBRATION_HISTORY, history_gate_ids=history_ids,

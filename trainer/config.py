@@ -315,6 +315,24 @@ class Recipe(_Section):
         return self
 
 
+def recipe_measure_keys(name_or_path: str | Path) -> set[str]:
+    """The keys a recipe's TOML names in its ``[measure]`` table (not the defaults).
+
+    Raises:
+        ValueError: Unknown recipe or unreadable TOML.
+    """
+    text = str(name_or_path)
+    path = Path(text) if (text.endswith(".toml") or Path(text).is_file()) \
+        else RECIPES_DIR / f"{text}.toml"
+    if not path.is_file():
+        raise ValueError(f"unknown recipe {text!r}; bundled: {', '.join(list_recipes())}")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"recipe {path}: {exc}") from exc
+    return set((raw.get("measure") or {}).keys())
+
+
 def list_recipes() -> list[str]:
     """Names of the bundled recipes.
 

@@ -137,6 +137,8 @@ class Gate(Base):
     dispatch; the allocation's extend decision and the stored verdict both use it."""
     control_history_gate_ids: Mapped[list | None] = mapped_column(default=None)
     """Id of the earlier gate of each ``control_history`` entry (linked from the verdict)."""
+    design_seed: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    """Seed of the randomised run order of a sequential gate (``verdict.design``)."""
     executor: Mapped[str] = mapped_column(String(16), default="local")
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     status_reason: Mapped[str | None] = mapped_column(Text)

@@ -14,12 +14,14 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from axbgate_record.rule import ENV_NAMES as MEASURE_ENV_NAMES
 from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.gate_options import GateOptions, HealthSpec
 from orchestrator.domain.secrets import parse_secret_ref
 
 __all__ = [
     "GateCreate",
     "GateOptions",
     "HealthSpec",
+    "MIN_WINDOW_STEPS",
     "SideSpec",
     "SourceSpec",
     "TopologySpec",
@@ -49,6 +51,11 @@ RESERVED_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
      "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", *MEASURE_ENV_NAMES}
 )
+
+
+MIN_WINDOW_STEPS = 3
+"""Fewest steps a requested time window measures when the request names no step count
+(stated in ``--help``: a median needs a few steps; one slow step of 3 moves it by one rank)."""
 
 
 def parse_pattern(pattern: str) -> list[str]:
@@ -258,52 +265,6 @@ class TopologySpec(ApiModel):
         return self.ranks_per_node * self.nodes
 
 
-class HealthSpec(ApiModel):
-    """The health gate run before (and optionally between) runs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    """Run the health gate (GPU inventory, clocks, fabric, collectives)."""
-    criteria: str | None = None
-    """Criteria name or TOML path; ``None`` selects by the detected topology."""
-    between_runs: bool = False
-    """Re-run the fast checks (clocks, scalar all-reduce) before every run."""
-    timeout_s: float = Field(300.0, gt=0)
-    """Deadline of the health gate, seconds."""
-
-
-class GateOptions(ApiModel):
-    """How a gate is run, apart from the workload and the verdict policy (``Gate.options``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    health: HealthSpec = Field(default_factory=HealthSpec)
-    """Health gate before the runs."""
-    run_timeout_s: float = Field(1800.0, gt=0)
-    """Deadline of each run, seconds; a run past it is killed and fails the gate."""
-    max_log_bytes: int = Field(2 * 1024**3, ge=1024**2, le=64 * 1024**3)
-    """Output a run may write, bytes (default 2 GiB); a run past it is killed and fails."""
-    max_extend: int = Field(0, ge=0, le=5)
-    """While the verdict is ``inconclusive``, append ``X B`` up to this many times."""
-    fork_server: bool = True
-    """Local bundled-trainer runs are forked from a process that imported torch once per
-    allocation (each run is still a fresh set of processes); False: torchrun per run."""
-    warmup_mode: Literal["fixed", "steady"] = "fixed"
-    """``fixed``: every run warms up exactly ``warmup_steps``; ``steady``: warmup ends when
-    the last 5 slowest-rank step times agree within 1% (at least ``warmup_steps``, at most
-    ``max_warmup_steps``). Every run of the gate uses the same rule."""
-    max_warmup_steps: int = Field(50, ge=1, le=100000)
-    """Most warmup steps under ``steady`` (the run measures from there even if unsettled)."""
-    measured_seconds: float | None = Field(None, gt=0, le=86400)
-    """Measured window in seconds of step time, sized once per run at the steady-state
-    step time (at least ``measured_steps`` steps); None: exactly ``measured_steps``."""
-    declare_changes: list[Literal["batch"]] = Field(default_factory=list, max_length=1)
-    """Semantic changes the candidate makes on purpose (``batch``: another global batch);
-    the semantic gate then does not call the gate ``not comparable`` and the timing
-    verdict compares time per sample."""
-
-
 class GateCreate(ApiModel):
     """A gate request (``POST /gates``, ``axbgate gate``)."""
 
@@ -363,10 +324,23 @@ class GateCreate(ApiModel):
     """Most warmup steps under ``steady`` (the run measures from there even if unsettled)."""
     measured_seconds: float | None = Field(None, gt=0, le=86400)
     """Measured window in seconds of step time, sized once per run at the steady-state
-    step time (at least ``measured_steps`` steps); None: exactly ``measured_steps``."""
+    step time: ceil(seconds / step time) steps, at least ``measured_steps`` when the
+    request gives it, else at least ``MIN_WINDOW_STEPS`` (3); None: exactly
+    ``measured_steps``."""
+    auto_window: bool | None = None
+    """``True``: the allocation measures its conditioning run, then gives every later run
+    the window that minimises expected GPU-seconds per decision (``domain.cost_model``;
+    sequential candidate gates on the bundled trainer). ``None`` (default): the same when
+    neither the request nor the recipe names a window. ``False``: never."""
+    max_window_s: float = Field(60.0, gt=0, le=3600)
+    """Longest window the cost model may choose, seconds of steps (default 60)."""
     declare_changes: list[Literal["batch"]] = Field(default_factory=list, max_length=1)
     """Semantic changes the candidate makes on purpose (``batch``: another global batch):
     the gate is then judged per sample instead of ``not comparable`` (issue 19)."""
+    design_seed: int | None = Field(None, ge=0, le=2**31 - 1)
+    """Seed of the randomised run order of a ``sequential`` candidate gate (its mirrored
+    X C C X / C X X C blocks, ``orchestrator.verdict.design``); None: drawn when the gate is
+    stored. Stored and shown with the gate, so its planned pattern can be reproduced."""
 
     @field_validator("run_pattern")
     @classmethod
@@ -379,7 +353,8 @@ class GateCreate(ApiModel):
                            max_log_bytes=self.max_log_bytes, max_extend=self.max_extend,
                            warmup_mode=self.warmup_mode, max_warmup_steps=self.max_warmup_steps,
                            measured_seconds=self.measured_seconds, fork_server=self.fork_server,
-                           declare_changes=self.declare_changes)
+                           declare_changes=self.declare_changes,
+                           auto_window=bool(self.auto_window), max_window_s=self.max_window_s)
 
     @field_validator("tags")
     @classmethod
@@ -405,6 +380,14 @@ class GateCreate(ApiModel):
                     "extended while undecided); leave run_pattern out, or choose policy "
                     "'drift' or 'ratio-ci' for a fixed pattern")
             self.run_pattern = planned
+        if self.measured_seconds is not None and "measured_steps" not in self.model_fields_set \
+                and self.measured_steps != MIN_WINDOW_STEPS:
+            # a requested time window is honoured: no hidden floor of the default 20 steps
+            self.measured_steps = MIN_WINDOW_STEPS
+        if self.auto_window and (self.measured_seconds is not None
+                                 or "measured_steps" in self.model_fields_set):
+            raise ValueError("auto_window: the cost model chooses the window; leave "
+                             "measured_steps and measured_seconds out, or set auto_window false")
         if self.warmup_mode == "steady" and self.max_warmup_steps < max(self.warmup_steps, 2):
             raise ValueError("max_warmup_steps must be at least warmup_steps (and 2) under "
                              "warmup_mode 'steady'")

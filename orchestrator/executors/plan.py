@@ -182,6 +182,13 @@ class GatePlan:
     """Parameters of that policy only."""
     kind: str
     """``candidate`` or ``regate`` (the verdict table, see ``verdict.verdict_kind``)."""
+    design_seed: int | None = None
+    """Seed of the sequential policy's randomised run order (``verdict.design``)."""
+    auto_window: bool = False
+    """Measure the conditioning run with a calibration window, then give the later runs the
+    cost model's window (``executors.driver.window``)."""
+    max_window_s: float = 60.0
+    """Longest window the cost model may choose, seconds."""
     control_history: list[list[float]] = dataclasses.field(default_factory=list)
     """Control-median pairs of earlier gates of the same control identity, seconds; the
     same history the service judges the stored verdict with."""

@@ -118,6 +118,16 @@ class VerdictPublic(ApiModel):
     """When the row was stored (UTC)."""
 
 
+def _planned(params: dict[str, Any], seed: int) -> str | None:
+    from orchestrator.verdict import get_policy
+    from orchestrator.verdict.sequential import planned_pattern
+
+    try:
+        return " ".join(planned_pattern(get_policy("sequential", **params), seed))
+    except ValueError:
+        return None
+
+
 class GatePublic(ApiModel):
     """A gate with its runs and verdicts."""
 
@@ -161,6 +171,12 @@ class GatePublic(ApiModel):
     """Verdict policy: ``sequential``, ``drift`` or ``ratio-ci`` (DESIGN.md section 3)."""
     policy_params: dict[str, Any]
     """Parameters of the primary policy (empty: the DESIGN defaults)."""
+    design_seed: int | None = None
+    """Seed of the randomised run order of a sequential gate (its planned pattern is
+    reproducible from it: ``orchestrator.verdict.design``); None: the pattern runs as given."""
+    planned_pattern: str | None = None
+    """The sequential gate's planned pattern at its run budget, from ``design_seed``, e.g.
+    ``A A X B A X X B X A A X X A`` (runs measured again after an outlier come on top)."""
     options: dict[str, Any] = {}
     """Gate options: health gate, run timeout, log cap, extensions."""
     executor: str
@@ -194,6 +210,9 @@ class GatePublic(ApiModel):
     def _mask(self) -> GatePublic:
         self.control_spec = _mask_spec(self.control_spec)
         self.candidate_spec = _mask_spec(self.candidate_spec)
+        if self.design_seed is not None and self.planned_pattern is None \
+                and self.policy == "sequential":
+            self.planned_pattern = _planned(self.policy_params, self.design_seed)
         return self
 
 

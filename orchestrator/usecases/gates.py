@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,7 @@ def submit_gate(
         num_measured_steps=gate_in.measured_steps,
         policy=gate_in.policy,
         policy_params=dict(gate_in.policy_params),
+        design_seed=_design_seed(gate_in),
         options=gate_in.options().model_dump(mode="json"),
         executor=gate_in.executor or default_executor,
         idempotency_key=idempotency_key,
@@ -225,6 +227,14 @@ def submit_gate(
     session.refresh(gate)
     logger.info("gate=%s queued pattern=%s executor=%s", gate.id, gate.run_pattern, gate.executor)
     return GatePublic.model_validate(gate), True
+
+
+def _design_seed(gate_in: GateCreate) -> int | None:
+    """The gate's design seed: the request's, or a fresh one for a sequential candidate gate
+    (its run order is randomised in mirrored blocks; other gates run their pattern as given)."""
+    if gate_in.policy != "sequential" or gate_in.kind != "candidate":
+        return gate_in.design_seed
+    return gate_in.design_seed if gate_in.design_seed is not None else secrets.randbelow(2**31)
 
 
 def get_gate(*, session: Session, gate_id: int) -> GatePublic:
@@ -380,4 +390,5 @@ def gate_overhead(*, session: Session, gate_id: int, data_dir: Path) -> dict[str
         "rank_s": wall * ranks,
         "per_run": runs,
         "median_precision_pct": precision,
+        "window": status.get("window"),
     }

@@ -93,6 +93,8 @@ def control_history(*, session: Session, gate: Gate,
                     if r.role in ("A", "B") and r.median_step_s]
         if other.policy == "sequential" and other.run_pattern.startswith("A A"):
             controls = controls[1:]  # the conditioning run (a cold GPU's first run) is no history
+            left_out = _excluded_orders(other)  # outlier runs the verdict measured again
+            controls = [r for r in controls if r.order not in left_out]
         medians = [r.median_step_s for r in controls]
         if len(medians) >= 2:
             pairs.append(medians)
@@ -100,6 +102,13 @@ def control_history(*, session: Session, gate: Gate,
         if len(pairs) >= limit:
             break
     return list(reversed(pairs)), list(reversed(ids))
+
+
+def _excluded_orders(gate: Gate) -> set[int]:
+    """Orders of the runs a gate's stored primary verdict left out as outliers."""
+    primary = next((v for v in gate.verdicts if v.is_primary), None)
+    numbers = (primary.numbers or {}) if primary is not None else {}
+    return {int(o) for o in numbers.get("excluded_orders") or []}
 
 
 def run_summaries(runs: list[Run]) -> list[RunSummary]:
@@ -134,7 +143,7 @@ def judge_gate(*, session: Session, gate: Gate) -> list[str]:
         summaries, kind=verdict_kind(gate.kind), policy=gate.policy,
         params=gate.policy_params, history=history_from_pairs(pairs, ids),
         mfu_numerator_pct_s=mfu_numerator(first.flops_per_sample, first.peak_flops_per_gpu)
-        if first else None,
+        if first else None, design_seed=gate.design_seed,
     )
     stored = []
     for i, verdict in enumerate(verdicts):

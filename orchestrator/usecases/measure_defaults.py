@@ -26,7 +26,45 @@ MEASURE_GROUPS = (("warmup_mode", "warmup_steps", "max_warmup_steps"),
 field of their group (same names as ``trainer.config.MeasureConfig``)."""
 
 
+def _recipe_names_window(name: str) -> bool:
+    """Whether the recipe's own TOML ``[measure]`` names a window (not a dataclass default)."""
+    from trainer.config import recipe_measure_keys
+
+    return bool(recipe_measure_keys(name) & {"measured_steps", "measured_seconds"})
+
+
+def _auto_window(gate_in: GateCreate, given: set[str]) -> GateCreate:
+    """Decide ``auto_window`` (its docstring): the cost model's window for a sequential
+    candidate gate with a conditioning run on the bundled trainer, unless a window is named.
+
+    Raises:
+        ValidationFailed: ``auto_window`` true on a gate the cost model cannot serve.
+    """
+    from orchestrator.verdict import get_policy
+
+    policy = get_policy(gate_in.policy, **gate_in.policy_params)
+    eligible = (gate_in.policy == "sequential" and gate_in.kind == "candidate"
+                and gate_in.workload.recipe is not None
+                and getattr(policy, "num_conditioning_runs", 0) >= 1)
+    if gate_in.auto_window and not eligible:
+        raise ValidationFailed("auto_window", "the cost model chooses the window after the "
+                               "conditioning run of a sequential candidate gate on a bundled "
+                               "recipe; this gate has none: give measured_steps or "
+                               "measured_seconds instead")
+    if gate_in.auto_window is None:
+        auto = eligible and not given and not _recipe_names_window(gate_in.workload.recipe)
+        return gate_in.model_copy(update={"auto_window": True}) if auto else gate_in
+    return gate_in
+
+
 def apply_recipe_measure_defaults(gate_in: GateCreate) -> GateCreate:
+    """Fill the measurement fields the request left out (see below), then decide the
+    cost-model window (:func:`_auto_window`)."""
+    given = set(gate_in.model_fields_set.intersection(MEASURE_GROUPS[1]))
+    return _auto_window(_apply_recipe(gate_in), given)
+
+
+def _apply_recipe(gate_in: GateCreate) -> GateCreate:
     """Fill the measurement fields the request left out from the control recipe.
 
     Args:
@@ -42,7 +80,8 @@ def apply_recipe_measure_defaults(gate_in: GateCreate) -> GateCreate:
     """
     name = gate_in.workload.recipe
     given = gate_in.model_fields_set
-    missing = [f for group in MEASURE_GROUPS if not given.intersection(group) for f in group]
+    groups = MEASURE_GROUPS[:1] if gate_in.auto_window else MEASURE_GROUPS  # the window: cost model
+    missing = [f for group in groups if not given.intersection(group) for f in group]
     if name is None or not missing:
         return gate_in
     from trainer import load_recipe

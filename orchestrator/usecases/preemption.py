@@ -21,7 +21,8 @@ logger = logging.getLogger(__name__)
 
 _COPIED = ("kind", "family", "tags", "control_spec", "candidate_spec", "workload", "recipe",
            "recipe_name", "run_pattern", "num_warmup_steps", "num_measured_steps", "policy",
-           "policy_params", "options", "control_history", "executor", "repository_id")
+           "policy_params", "options", "control_history", "executor", "repository_id",
+           "design_seed")
 
 
 def resubmit_preempted(*, session: Session, gate: Gate) -> Gate | None:

@@ -37,6 +37,10 @@ def requeue_gate(*, session: Session, gate: Gate) -> Gate:
     """
     fields = {name: getattr(gate, name) for name in _COPIED}
     fields["tags"] = list(gate.tags or [])
+    if gate.design_seed is not None:  # a re-run is a new randomisation of the same request
+        import secrets
+
+        fields["design_seed"] = secrets.randbelow(2**31)
     new = store.gates.create_gate(session=session, **fields)
     for order, role in enumerate(parse_pattern(gate.run_pattern)):
         spec = gate.candidate_spec if role == "X" else gate.control_spec

@@ -80,14 +80,45 @@ def z_boundaries(fractions: tuple[float, ...], alpha: float, gamma: float) -> tu
     """
     if not 0.0 < alpha < 0.5:
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    increments = []
+    prev = 0.0
+    for t in fractions:
+        cum = spent_alpha(t, alpha, gamma)
+        increments.append(max(cum - spent_alpha(prev, alpha, gamma), 0.0) if t > prev + 1e-12
+                          else 0.0)
+        prev = max(prev, t)
+    return z_boundaries_spending(tuple(fractions), tuple(increments))
+
+
+@lru_cache(maxsize=512)
+def z_boundaries_spending(fractions: tuple[float, ...],
+                          increments: tuple[float, ...]) -> tuple[float, ...]:
+    """Boundaries that spend a given one-sided error at each look (the recursion above).
+
+    Args:
+        fractions: Information fractions of the looks, increasing, in (0, 1].
+        increments: One-sided error each look spends (>= 0; a look with 0, or whose
+            fraction does not exceed the previous spending look's, spends nothing).
+
+    Returns:
+        One boundary per look, standard-normal scale; :data:`NO_BOUNDARY` where nothing
+        is spent.
+
+    Raises:
+        ValueError: A fraction outside (0, 1], a negative increment, lengths that differ,
+            or increments summing to 0.5 or more.
+    """
+    if len(fractions) != len(increments):
+        raise ValueError(f"{len(fractions)} fractions but {len(increments)} increments")
     for t in fractions:
         if not 0.0 < t <= 1.0 + 1e-12:
             raise ValueError(f"information fractions must be in (0, 1], got {fractions}")
+    if any(i < 0.0 for i in increments) or sum(increments) >= 0.5:
+        raise ValueError(f"increments must be >= 0 and sum below 0.5, got {increments}")
     out: list[float] = []
     grid = dens = None
     prev_t = 0.0
-    for t in fractions:
-        target = spent_alpha(t, alpha, gamma) - spent_alpha(prev_t, alpha, gamma)
+    for t, target in zip(fractions, increments):
         if t <= prev_t + 1e-12 or target <= 0.0:
             out.append(NO_BOUNDARY)
             continue

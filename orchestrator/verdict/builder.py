@@ -126,10 +126,12 @@ def summary_from_fields(role: str, order: int, fields: Mapping[str, Any]) -> Run
 
 
 def plan_next_roles(runs: Sequence[RunSummary], *, policy: str, params: Mapping[str, Any] | None,
-                    history: ControlHistory | None) -> tuple[str, ...]:
+                    history: ControlHistory | None,
+                    design_seed: int | None = None) -> tuple[str, ...]:
     """Roles the allocation runs next under the gate's primary policy (empty: stop).
 
-    The same policy, parameters and history as :func:`judge_policies` gets for the
-    stored verdict, so extending and the stored verdict never disagree.
+    The same policy, parameters, history and design seed as :func:`judge_policies` gets
+    for the stored verdict, so extending and the stored verdict never disagree.
     """
-    return next_roles(tuple(runs), get_policy(policy, **dict(params or {})), history=history)
+    return next_roles(tuple(runs), get_policy(policy, **dict(params or {})), history=history,
+                      design_seed=design_seed)

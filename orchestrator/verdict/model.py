@@ -12,8 +12,9 @@ Pattern rules (validated by :class:`GateMeasurement`):
 * runs are given in pattern order (strictly increasing ``order``);
 * at least one ``A``, at least one ``X`` and at least two controls in total
   (the second control is usually ``B``; ``A X A`` is allowed);
-* every ``X`` has a control before it and a control after it in the pattern;
-  its bracket is the nearest control on each side (see ``pattern.py``).
+* every ``X`` has a control before it; its bracket is the nearest control on each
+  side, and a copy after the last control (a sequential gate that stopped after a
+  ``C X`` pair) is bracketed by the last control alone (see ``pattern.py``).
 """
 
 from __future__ import annotations
@@ -169,6 +170,10 @@ class GateMeasurement:
     """True when the allocation's health gate failed (DESIGN.md section 4)."""
     health_failure_reason: str | None = None
     """Why the health gate failed."""
+    design_seed: int | None = None
+    """Seed of the gate's randomised run order (``design.py``), stored with the gate;
+    the ``sequential`` policy rebuilds the planned pattern from it. None: the pattern is
+    judged as given (no run measured again is inserted)."""
 
     def __post_init__(self) -> None:
         runs = tuple(self.runs)
@@ -194,11 +199,17 @@ class GateMeasurement:
             raise ValueError(f"runs must include a second control (B or A), pattern {roles!r}")
         first_control = min(i for i, run in enumerate(runs) if run.is_control)
         last_control = max(i for i, run in enumerate(runs) if run.is_control)
+        del last_control
         for i, run in enumerate(runs):
-            if run.role == "X" and not first_control < i < last_control:
+            if run.role == "X" and not first_control < i:
                 raise ValueError(
-                    f"every candidate X must be bracketed by controls, pattern {roles!r}"
+                    f"every candidate X must have a control before it, pattern {roles!r}"
                 )
+        if self.design_seed is not None and (not isinstance(self.design_seed, int)
+                                             or isinstance(self.design_seed, bool)
+                                             or self.design_seed < 0):
+            raise ValueError(f"design_seed must be an integer >= 0 or None, "
+                             f"got {self.design_seed!r}")
         if self.mfu_numerator_pct_s is not None:
             check_positive_finite("mfu_numerator_pct_s", self.mfu_numerator_pct_s)
         if not isinstance(self.health_failed, bool):

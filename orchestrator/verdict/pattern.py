@@ -4,7 +4,8 @@ Source: DESIGN.md sections 1 and 3. Definitions for patterns longer than A X B
 (A X B X A, A X B X A X B, A X X B, ...):
 
 * Bracket of a candidate copy X_i: the nearest control before it (L_i) and the
-  nearest control after it (R_i) in pattern order. Bracket midpoint
+  nearest control after it (R_i) in pattern order; a copy after the last control
+  (a sequential gate that stopped after a ``C X`` pair) has R_i = L_i. Bracket midpoint
   m_i = (L_i + R_i) / 2; copy delta d_i = X_i - m_i.
 * Gate midpoint M = mean over copies of m_i. For A X B this is (A + B) / 2.
   In A X B X A it is (A1 + 2 B + A2) / 4: a control between two copies counts
@@ -55,7 +56,7 @@ def _brackets(runs: tuple[RunSummary, ...]) -> list[tuple[RunSummary, RunSummary
         if run.role != "X":
             continue
         left = next(r for r in reversed(runs[:i]) if r.is_control)
-        right = next(r for r in runs[i + 1 :] if r.is_control)
+        right = next((r for r in runs[i + 1 :] if r.is_control), left)
         out.append((left, run, right))
     return out
 

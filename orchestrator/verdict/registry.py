@@ -151,30 +151,32 @@ def next_roles(
     policy: Policy,
     *,
     history: ControlHistory | None = None,
+    design_seed: int | None = None,
 ) -> tuple[str, ...]:
     """Roles the allocation should run next; empty when the gate is decided or done.
 
     The allocation driver calls this after each run with every run measured so far and
-    exactly the history the stored verdict will use. At a look (the runs end with a
-    control after a candidate) the answer is read off :func:`judge`'s result, so the
-    decision to extend and the stored verdict cannot disagree; between looks it is the
-    rest of the current look.
+    exactly the history the stored verdict will use. The answer is read off the same walk
+    over the looks as :func:`judge`'s (``sequential.evaluate``), so the decision to extend
+    and the stored verdict cannot disagree: the rest of the current pair, the next pair of
+    the planned pattern, or the role of an outlier run to measure again.
 
     Args:
         measurement: The runs so far: a :class:`GateMeasurement`, a sequence of
-            :class:`RunSummary` in pattern order (may end mid-look), or None / empty.
+            :class:`RunSummary` in pattern order (may end mid-pair), or None / empty.
         policy: The gate's policy. Only ``sequential`` extends; other policies get
             their pattern from the gate request and return () here.
         history: Control history of the same control identity.
+        design_seed: Seed of the gate's run order (ignored when ``measurement`` is a
+            :class:`GateMeasurement`, which carries its own).
 
     Returns:
-        No runs yet: the first look's roles (e.g. ``("A", "A", "X", "B")``). Mid-look:
-        the roles that complete it. At a look: ``("X", "A")`` / ``("X", "B")`` while
-        undecided within the run budget, else ``()`` (decided, budget used up, a
-        failed run or a failed health gate).
+        No runs yet: the first look's roles (e.g. ``("A", "A", "X", "B")``). Otherwise
+        the roles to run next, or ``()`` (decided, budget used up, a failed run or a
+        failed health gate).
 
     Raises:
-        ValueError: If the runs are not a prefix of the policy's pattern.
+        ValueError: If the runs do not follow the policy's planned pattern.
     """
     if not isinstance(policy, SequentialPolicy):
         return ()
@@ -191,10 +193,8 @@ def next_roles(
             raise ValueError(f"runs {''.join(roles)!r} do not start the pattern "
                              f"{''.join(first)!r}")
         return first[len(roles):]
-    if roles[-1] == "X":
-        last_control = next(r for r in reversed(roles) if r != "X")
-        return ("B" if last_control == "A" else "A",)
-    return next_roles(GateMeasurement(runs=runs), policy, history=history)
+    return next_roles(GateMeasurement(runs=runs, design_seed=design_seed), policy,
+                      history=history)
 
 
 def measurement_from_pattern(

@@ -143,6 +143,21 @@ class SequentialDetail:
     """Runs (of those used) whose measured steps are multimodal."""
     multimodal_orders: tuple[int, ...]
     """Pattern positions of those runs."""
+    design: str = "alternate"
+    """Run order of the plan (``design.py``): ``mirror`` or ``alternate``."""
+    design_seed: int | None = None
+    """Seed of the randomised run order (None: the pattern was judged as given)."""
+    excluded_orders: tuple[int, ...] = ()
+    """Runs left out as outliers (each measured again), pattern positions."""
+    excluded_reasons: tuple[str, ...] = ()
+    """Why, one sentence per excluded run."""
+    two_state_fit: bool = False
+    """True when a look found the runs in two states and fitted the state as a covariate."""
+    split_guard_held: bool = False
+    """True when a look held an accept/reject back because the candidate/control split
+    could have been two run states lining up by chance."""
+    early_look: bool = False
+    """True when the deciding (or last) look was the early look a consistent history opens."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict of the fields (tuples as lists)."""

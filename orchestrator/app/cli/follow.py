@@ -184,6 +184,12 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
                       else str(len(run.slowest_rank_step_s)),
                       rich_text((run.error or "")[:60]))
     console.print(table)
+    from orchestrator.app.cli.report import design_lines, window_line
+
+    for line in design_lines(gate):
+        console.print(rich_text(line))
+    if (wl := window_line(report)) is not None:
+        console.print(rich_text(wl))
     if gate.status_reason:
         console.print(f"reason: {rich_text(gate.status_reason)}")
     for run in gate.runs:

@@ -140,6 +140,38 @@ def semantic_lines(view: GateViewPublic) -> list[str]:
     return out + [""]
 
 
+def design_lines(gate) -> list[str]:
+    """What the sequential policy did with the run order: seed, planned pattern, runs left
+    out and measured again, two-state fit, split guard (from the primary verdict)."""
+    out = []
+    if getattr(gate, "design_seed", None) is not None:
+        out.append(f"run order: mirrored blocks, design seed {gate.design_seed}, planned "
+                   f"`{gate.planned_pattern or '-'}`")
+    primary = next((v for v in gate.verdicts if v.is_primary), None)
+    numbers = (primary.numbers or {}) if primary is not None else {}
+    for reason in numbers.get("excluded_reasons") or []:
+        out.append(f"outlier left out and measured again: {reason}")
+    if numbers.get("two_state_fit"):
+        out.append("runs fell into two states: the state is a covariate of the fit")
+    if numbers.get("split_guard_held"):
+        out.append("an accept/reject was held back: the split could have been two run states")
+    if numbers.get("early_look"):
+        out.append("decided at the early look a consistent history opens")
+    return out
+
+
+def window_line(report: dict) -> str | None:
+    """The cost model's window of the gate (``status.json`` ``window``), or None."""
+    w = (report or {}).get("window") or {}
+    if w.get("source") != "cost-model":
+        return None
+    return (f"window: {w['measured_steps']} steps chosen by the cost model after run "
+            f"{w['calibration_run']} (fixed cost {w['fixed_s']:.1f} s/run, step "
+            f"{w['step_s'] * 1e3:.1f} ms, expected run sigma {w['run_sigma'] * 100:.3f} %, "
+            f"{w['runs_per_decision']:.1f} runs per decision, ~{w['expected_gpu_s']:.0f} "
+            f"GPU-s of runs)")
+
+
 def gate_markdown(view: GateViewPublic) -> str:
     """Render one gate (medians, deltas, drift, MFU, verdicts, hashes) as Markdown."""
     g, s = view, view.summary
@@ -151,6 +183,7 @@ def gate_markdown(view: GateViewPublic) -> str:
         f"(health {s.health_verdict or '-'}, {'baseline-eligible' if s.baseline_eligible else 'not baseline-eligible'})."
     )
     out += ["", f"- control (A, B): {_side(s.control)}", f"- candidate (X): {_side(s.candidate)}"]
+    out += [f"- {line}" for line in design_lines(g)]
     out.append(f"- status: **{g.status}**" + (f" ({g.status_reason})" if g.status_reason else ""))
     out.append("")
     out.append(

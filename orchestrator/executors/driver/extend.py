@@ -28,7 +28,7 @@ def more_roles(plan: GatePlan, runs: list[tuple[str, dict[str, Any]]], extends: 
     history = history_from_pairs(plan.control_history)
     if plan.policy == "sequential":
         return list(plan_next_roles(summaries, policy=plan.policy, params=plan.policy_params,
-                                    history=history))
+                                    history=history, design_seed=plan.design_seed))
     if extends >= plan.max_extend or plan.kind != "candidate":
         return []
     primary = judge_policies(summaries, kind=plan.kind, policy=plan.policy,

@@ -32,6 +32,11 @@ from orchestrator.executors.driver.launch import choose_port, command_argv, port
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
 from orchestrator.executors.driver.stream import StepStream, measure_stream, run_log_parser
+from orchestrator.executors.driver.window import (
+    calibration_plan,
+    choose_after_calibration,
+    recipe_overrides,
+)
 from orchestrator.executors.files import hash_file
 from orchestrator.executors.plan import GatePaths, GatePlan, read_json, write_json_atomic
 from orchestrator.executors.runenv import MULTICAST_OFF, measure_env
@@ -143,7 +148,7 @@ class _Driver:
         if why is not None:
             self.status.setdefault("launch_notes", []).append(why)
             return None
-        args = ["--recipe", self.plan.workload["recipe"], *self._recipe_overrides(side)]
+        args = ["--recipe", self.plan.workload["recipe"], *recipe_overrides(self.plan, side)]
         return lambda: server.spawn(args, env=env, cwd=cwd, nproc=self.plan.ranks_per_node)
 
     def _preamble(self) -> dict[str, str]:
@@ -236,24 +241,10 @@ class _Driver:
             raise _GateFailed(reason or "health gate failed")
         return verdict
 
-    def _recipe_overrides(self, side: str) -> list[str]:
-        plan = self.plan
-        overrides = [
-            *plan.sides[side].get("recipe_overrides", []),
-            f"measure.warmup_steps={plan.num_warmup_steps}",
-            f"measure.measured_steps={plan.num_measured_steps}",
-            f"measure.warmup_mode={plan.warmup_mode}",
-            f"measure.max_warmup_steps={plan.max_warmup_steps}",
-        ]
-        # always set: a recipe's own window must not stay when the gate measures a count
-        window = "none" if plan.measured_seconds is None else plan.measured_seconds
-        overrides.append(f"measure.measured_seconds={window}")
-        return overrides
-
     def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:
         plan = self.plan
         if plan.workload.get("recipe"):
-            overrides = self._recipe_overrides(side)
+            overrides = recipe_overrides(self.plan, side)
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
                 return [*srun_prefix(plan.nodes * plan.ranks_per_node, plan.ranks_per_node),
@@ -297,7 +288,7 @@ class _Driver:
             spawn = self._fork_spawner(side, source_dir, env, cwd)
             if spawn is not None:
                 argv = ["(fork server)", plan.python, "-m", "trainer", "train", "--recipe",
-                        plan.workload["recipe"], *self._recipe_overrides(side)]
+                        plan.workload["recipe"], *recipe_overrides(self.plan, side)]
         try:
             step = self._step(argv, env, cwd, log_path, plan.run_timeout_s, on_line=stream,
                               spawn=spawn)
@@ -367,9 +358,16 @@ class _Driver:
                 self._save_status(health_verdict=self._health("health"))
             done: list[tuple[str, dict[str, Any]]] = []
             extends = 0
+            base_plan = self.plan
+            if base_plan.auto_window:  # the conditioning run calibrates the cost model
+                self.plan = calibration_plan(base_plan)
             while len(done) < len(self.roles):
                 order = len(done)
                 done.append((self.roles[order], self._run(order, self.roles[order], sources)))
+                if order == 0 and base_plan.auto_window:
+                    self.plan, window = choose_after_calibration(
+                        base_plan, done[0][1], self.status["timeline"][-1])
+                    self._save_status(window=window)
                 if len(done) == len(self.roles):
                     more = more_roles(self.plan, done, extends)
                     if more:

@@ -57,7 +57,8 @@ def test_ledger_rows_carry_every_policy_and_the_disagreement(env):
     assert [(v["policy"], v["verdict"]) for v in target["verdicts"]] == [
         ("sequential", "accept"), ("drift", "accept"), ("ratio-ci", "accept")]
     seq = target["verdicts"][0]
-    assert seq["ci_low_pct"] < seq["ci_high_pct"] < 0 and seq["dof"] == 5
+    # v3: the consistent history opens the early look (A X B X A: 2 own dof + 4 history)
+    assert seq["ci_low_pct"] < seq["ci_high_pct"] < 0 and seq["dof"] == 6
     assert seq["history_gate_ids"] == ids["history"] and not target["policies_disagree"]
     first = rows[ids["history"][0]]
     assert first["policies_disagree"] and first["verdicts"][0]["verdict"] == "inconclusive"

@@ -108,7 +108,7 @@ def test_default_policy_is_sequential_and_history_calibrates_it(capsys, tmp_path
                  "0.42828,0.43,0.4257,0.43086,0.42527,0.42936,0.42591,0.43043",
                  "--history", str(history), "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["policy"] == "sequential" and out["policy_version"] == "2"
+    assert code == 0 and out["policy"] == "sequential" and out["policy_version"] == "3"
     assert out["history_check"] == "consistent" and out["num_history_gates"] == 3
     assert out["num_history_pairs"] == 1 and out["dof"] == 5 and out["verdict"] == "accept"
 

@@ -13,8 +13,12 @@ def _rule(gate: GateCreate) -> tuple:
 
 
 def test_a_request_that_names_no_rule_takes_the_recipes():
+    # ltx2-bench-h200 names a warmup but no window (issue 23): the cost model's window
     gate = apply_recipe_measure_defaults(GateCreate(workload={"recipe": "ltx2-bench-h200"}))
-    assert _rule(gate) == ("steady", 2, 20, 20, 60.0)
+    assert _rule(gate) == ("steady", 2, 20, 20, None) and gate.auto_window is True
+    assert gate.options().auto_window and gate.options().max_window_s == 60.0
+    demo = apply_recipe_measure_defaults(GateCreate(workload={"recipe": "cpu-demo"}))
+    assert demo.measured_seconds == 3.0 and not demo.auto_window  # its recipe names 3 s
     gate = apply_recipe_measure_defaults(GateCreate(workload={"recipe": "tiny"}))
     assert _rule(gate) == ("fixed", 2, 50, 4, None)
 
@@ -25,10 +29,29 @@ def test_naming_any_field_of_a_group_keeps_the_request_defaults_for_that_group()
     assert _rule(campaign) == ("fixed", 10, 50, 20, None)
     window_only = apply_recipe_measure_defaults(GateCreate(
         workload={"recipe": "ltx2-bench-h200"}, measured_seconds=20))
-    assert _rule(window_only) == ("steady", 2, 20, 20, 20.0)
+    # a requested window is honoured: at least 3 steps, not the request default of 20
+    assert _rule(window_only) == ("steady", 2, 20, 3, 20.0) and not window_only.auto_window
     warmup_only = apply_recipe_measure_defaults(GateCreate(
         workload={"recipe": "ltx2-bench-h200"}, warmup_mode="fixed"))
-    assert _rule(warmup_only) == ("fixed", 10, 50, 20, 60.0)
+    assert _rule(warmup_only) == ("fixed", 10, 50, 20, None) and warmup_only.auto_window
+    both = apply_recipe_measure_defaults(GateCreate(
+        workload={"recipe": "ltx2-bench-h200"}, measured_seconds=8, measured_steps=12))
+    assert _rule(both) == ("steady", 2, 20, 12, 8.0)
+
+
+def test_auto_window_is_refused_where_the_cost_model_cannot_choose():
+    with pytest.raises(ValidationFailed) as err:
+        apply_recipe_measure_defaults(GateCreate(workload={"recipe": "tiny"}, policy="drift",
+                                                 auto_window=True))
+    assert err.value.field == "auto_window" and "conditioning run" in str(err.value)
+    with pytest.raises(ValueError, match="auto_window"):
+        GateCreate(workload={"recipe": "tiny"}, auto_window=True, measured_steps=5)
+    forced = apply_recipe_measure_defaults(GateCreate(workload={"recipe": "cpu-demo"},
+                                                      auto_window=True))
+    assert forced.auto_window and forced.measured_seconds is None  # the recipe's 3 s not taken
+    off = apply_recipe_measure_defaults(GateCreate(workload={"recipe": "ltx2-bench-h200"},
+                                                   auto_window=False))
+    assert not off.auto_window and off.measured_steps == 20
 
 
 def test_an_external_command_keeps_the_request_defaults():

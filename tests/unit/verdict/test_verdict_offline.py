@@ -63,7 +63,7 @@ def test_failed_run_in_json() -> None:
         ({"pattern": "AXB", "medians_s": [1.0, 1.0]}, "medians_s"),
         ({"pattern": "AXB", "medians_s": [1.0, -1.0, 1.0]}, r"run 1 \(X\).*median_step_s"),
         ({"pattern": "AXQ", "medians_s": [1.0, 1.0, 1.0]}, "role"),
-        ({"pattern": "XAB", "medians_s": [1.0, 1.0, 1.0]}, "bracketed"),
+        ({"pattern": "XAB", "medians_s": [1.0, 1.0, 1.0]}, "control before it"),
         ({**GATE, "policy": "coin-flip"}, "unknown policy"),
         ({**GATE, "params": {"max_run": 3}}, "max_run"),
         ({**GATE, "params": [1]}, "params"),

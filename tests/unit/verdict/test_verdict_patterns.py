@@ -81,8 +81,7 @@ def test_ba_order_is_symmetric() -> None:
 @pytest.mark.parametrize(
     ("pattern", "match"),
     [
-        ("XAB", "bracketed"),
-        ("AXBX", "bracketed"),
+        ("XAB", "control before it"),
         ("AX", "second control"),
         ("ABB", "candidate X"),
         ("BXB", "control A"),
@@ -91,6 +90,15 @@ def test_ba_order_is_symmetric() -> None:
 def test_invalid_patterns(pattern, match) -> None:
     with pytest.raises(ValueError, match=match):
         measurement_from_pattern(pattern, [1.0] * len(pattern))
+
+
+def test_trailing_candidate_copy_is_bracketed_by_the_last_control() -> None:
+    # a sequential gate may stop after a "C X" pair: its last copy has no control after it
+    v = judge(measurement_from_pattern("AXBX", [1.0, 0.98, 1.01, 0.99]), get_policy("drift"))
+    last = v.brackets[-1]
+    assert last.left_order == last.right_order == 2 and last.midpoint_s == pytest.approx(1.01)
+    assert last.delta_pct == pytest.approx((0.99 / 1.01 - 1) * 100)
+    assert v.brackets[0].left_order == 0 and v.brackets[0].right_order == 2
 
 
 def test_measurement_validation_errors() -> None:

@@ -36,6 +36,10 @@ def _near_boundary(d: dict) -> bool:
         values += [d["ci_low_pct"] - margin, d["ci_high_pct"] + margin, d["ci_low_pct"],
                    d["ci_high_pct"], d["ratio_pct"] - margin, d["ratio_pct"] + margin,
                    d["mde_pct"] - d["params"]["max_mde_pct"]]
+    if d.get("history_check_f") is not None and d.get("history_check_critical") is not None:
+        # the history check compares a variance ratio with an F quantile (e.g. exactly 1.0
+        # against F(0.5; 1, 1) = 1.0 when gate and history spreads are equal)
+        values.append(d["history_check_f"] - d["history_check_critical"])
     return any(abs(v) < 1e-9 for v in values)
 
 

@@ -1,4 +1,7 @@
-"""sequential policy: looks, boundary, calibration, conditioning run, next_roles."""
+"""sequential policy: looks, boundary, calibration, conditioning run, next_roles (v3: the
+randomised design, outliers measured again, two run states, the split guard, the early look).
+
+Gates built from a pattern string carry no design seed: they are judged as given."""
 
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ from orchestrator.verdict import (
     next_roles,
     run_statistics,
 )
-from orchestrator.verdict.boundaries import z_boundaries
+from orchestrator.verdict.boundaries import spent_alpha, z_boundaries, z_boundaries_spending
 from orchestrator.verdict.calibration import effective_history_dof
+from orchestrator.verdict.design import planned_roles
 
 SEQ = get_policy("sequential")
 # 20 earlier (A, B) pairs whose log spread is 0.2%: sigma about 0.2%.
@@ -43,54 +47,76 @@ def test_initial_roles_and_next_roles_before_any_run() -> None:
 
 # cond A, then A X B X A X B: X 1% faster, controls about 0.15% apart
 LOOK3 = [0.996, 1.0, 0.99, 1.002, 0.989, 0.9985, 0.9905, 1.001]
-# eligible looks of the default plan (A | A X B X A X B X A X B X A, 14 runs, QUIET
-# history): looks 3-6 (own dof 4, 6, 8, 10 + history dof 1, 1, 2, 2 >= min_dof 3);
-# information fractions v_final / v_look
+# looks of the plan of a given A A X B X A X B (extended by X + control pairs to 14 runs,
+# QUIET history): look 2 (own dof 2) is the early look, spending 20% of alpha; looks 3-6
+# (own dof 4, 6, 8, 10 + history dof 1, 1, 2, 2 >= min_dof 3) spend the rest, linearly in the
+# information fraction v_final / v_look (spending_gamma 0)
 V_FINAL = 1 / 6 + 1 / 7
 
 
-def _look3_interval(medians: list[float], history: ControlHistory) -> tuple:
-    """Hand computation of look 3 (7 used runs) with numpy's least squares."""
-    used = np.log(np.array(medians[1:]))
-    roles = "AXBXAXB"
-    design = np.column_stack([np.ones(7), [r == "X" for r in roles], np.arange(7) - 3.0])
+def _fit(medians: list[float], roles: str) -> tuple[np.ndarray, float, int]:
+    """Least squares with numpy: intercept, candidate, trend (from 5 used runs)."""
+    used = np.log(np.array(medians))
+    n = len(roles)
+    cols = [np.ones(n), [r == "X" for r in roles]] + ([np.arange(n) - (n - 1) / 2]
+                                                      if n >= 5 else [])
+    design = np.column_stack(cols)
     coef, res, _, _ = np.linalg.lstsq(design, used, rcond=None)
-    own_ss, own_dof = float(res[0]), 4
-    hist_ss = sum((math.log(p) - math.log(q)) ** 2 / 2 for p, q in history.pairs)
-    h_eff = 1  # floor(0.25 x 4) of the 20 history dof
-    dof = own_dof + h_eff
-    sigma = math.sqrt((own_ss + hist_ss * h_eff / 20) / dof)
-    se = sigma * math.sqrt(1 / 3 + 1 / 4)
-    z3 = z_boundaries((V_FINAL / (1 / 3 + 1 / 4), V_FINAL / (1 / 4 + 1 / 5),
-                       V_FINAL / (1 / 5 + 1 / 6), 1.0), SEQ.alpha, SEQ.spending_gamma)[0]
-    c = stats.t.isf(stats.norm.sf(z3), dof)
-    return coef[1] - c * se, coef[1] + c * se, sigma, dof, z3, c
+    inv = np.linalg.inv(design.T @ design)
+    return coef, float(res[0]), n - design.shape[1], float(inv[1, 1])
 
 
 def test_decided_at_look_three_matches_hand_computation() -> None:
-    low, high, sigma, dof, z3, c = _look3_interval(LOOK3, QUIET)
-    assert high < 0.0  # the constructed case crosses the accept boundary at look 3
-    assert z3 == pytest.approx(2.6891, abs=1e-3) and c == pytest.approx(4.3784, abs=1e-3)
-    v = judge(_gate("AAXBXAXB", LOOK3), SEQ, history=QUIET)
-    d = v.to_dict()
-    assert v.verdict == "accept", v.reason
+    # without history: looks 3-6 spend alpha linearly in the information fraction
+    coef, ss, dof, v = _fit(LOOK3[1:], "AXBXAXB")
+    assert dof == 4 and v == pytest.approx(1 / 3 + 1 / 4)
+    sigma = math.sqrt(ss / dof)
+    fractions = [V_FINAL / (1 / nx + 1 / (nx + 1)) for nx in (3, 4, 5)] + [1.0]
+    z3 = z_boundaries(tuple(fractions), SEQ.alpha, SEQ.spending_gamma)[0]
+    assert z3 == pytest.approx(stats.norm.isf(SEQ.alpha * fractions[0]), rel=1e-9)
+    c = stats.t.isf(stats.norm.sf(z3), dof)
+    low, high = coef[1] - c * sigma * math.sqrt(v), coef[1] + c * sigma * math.sqrt(v)
+    assert high < 0.0
+    assert z3 == pytest.approx(2.8594, abs=1e-3) and c == pytest.approx(5.8554, abs=1e-3)
+    v3 = judge(_gate("AAXBXAXB", LOOK3), SEQ)
+    d = v3.to_dict()
+    assert v3.verdict == "accept", v3.reason
     assert d["sequential_state"] == "decided" and d["num_looks"] == 3 and d["next_roles"] == []
     assert d["ci_low_pct"] == pytest.approx(math.expm1(low) * 100, rel=1e-9)
     assert d["ci_high_pct"] == pytest.approx(math.expm1(high) * 100, rel=1e-9)
-    assert d["ci_low_pct"] == pytest.approx(-1.5620, abs=1e-3)
     assert d["run_sigma_pct"] == pytest.approx(sigma * 100, rel=1e-9)
     assert d["z_boundary"] == pytest.approx(z3, rel=1e-9)
     assert d["critical_value"] == pytest.approx(c, rel=1e-9)
-    assert d["dof"] == dof == 5 and d["num_gate_control_pairs"] == 4
-    assert d["num_history_gates"] == 20 and d["num_history_pairs"] == 1
-    assert d["history_check"] == "consistent" and d["num_history_pairs_dropped"] == 0
-    assert d["num_conditioning_runs"] == 1
+    assert d["dof"] == 4 and d["num_gate_control_pairs"] == 4 and d["num_history_pairs"] == 0
+    assert d["num_conditioning_runs"] == 1 and d["design_seed"] is None
     assert d["first_run_offset_pct"] == pytest.approx(-0.4)
     assert d["num_runs_used"] == 8 and d["max_runs"] == 14 and d["num_runs_planned"] == 14
-    assert next_roles(_gate("AAXBXAXB", LOOK3), SEQ, history=QUIET) == ()
-    # without history: gate dof only, a wider interval, still an accept here
-    alone = judge(_gate("AAXBXAXB", LOOK3), SEQ).to_dict()
-    assert alone["dof"] == 4 and alone["ci_low_pct"] == pytest.approx(-1.5888, abs=1e-3)
+    assert not d["early_look"] and d["excluded_orders"] == []
+    assert next_roles(_gate("AAXBXAXB", LOOK3), SEQ) == ()
+
+
+def test_consistent_history_decides_at_the_early_look() -> None:
+    # with the QUIET history the early look (A X B X A, own dof 2) adds early_history_dof
+    # history dof and spends early_alpha_fraction of alpha: the 1% speedup is accepted
+    # after 6 runs instead of 8
+    coef, ss, dof, v = _fit(LOOK3[1:6], "AXBXA")
+    assert dof == 2 and v == pytest.approx(1 / 2 + 1 / 3)
+    hist_ss, hist_dof = sum(math.log(b / a) ** 2 / 2 for a, b in QUIET.pairs), 20
+    h = SEQ.early_history_dof
+    sigma = math.sqrt((ss + hist_ss * h / hist_dof) / (dof + h))
+    z2 = stats.norm.isf(SEQ.alpha * SEQ.early_alpha_fraction)
+    c = stats.t.isf(stats.norm.sf(z2), dof + h)
+    high = coef[1] + c * sigma * math.sqrt(v)
+    v2 = judge(_gate("AAXBXAXB", LOOK3), SEQ, history=QUIET)
+    d = v2.to_dict()
+    assert v2.verdict == "accept" and d["num_looks"] == 2 and d["num_runs_used"] == 6
+    assert d["early_look"] and d["dof"] == dof + h and d["num_history_pairs"] == h
+    assert d["z_boundary"] == pytest.approx(z2, rel=1e-9)
+    assert d["ci_high_pct"] == pytest.approx(math.expm1(high) * 100, rel=1e-9)
+    assert d["history_check"] == "consistent" and d["num_history_gates"] == 20
+    # a history twice as noisy as the gate is dropped by the F check: no early decision
+    noisy = ControlHistory(pairs=[(1.0, 1.05), (1.05, 1.0)] * 10)
+    assert judge(_gate("AAXBXA", LOOK3[:6]), SEQ, history=noisy).verdict == "inconclusive"
 
 
 def test_look_one_never_decides_even_with_a_matching_history() -> None:

@@ -1,0 +1,97 @@
+"""The cost model's window on the allocation: calibrate on the conditioning run, then choose.
+
+A gate with ``auto_window`` measures its conditioning run (a control the estimate leaves
+out) with a calibration window, reads off that run what the allocation costs and how noisy
+its steps are, and gives every later run the window of ``domain.cost_model.choose_window``.
+All later runs share that window, so the gate's measurement rule is still one rule for the
+runs it judges. Everything is read from the run's own parsed and hashed log (its
+``fields``) and the driver's own clock (``phases``), never from files the run wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from orchestrator.executors.plan import GatePlan
+
+__all__ = ["CALIBRATION_SECONDS", "CALIBRATION_STEPS", "calibration_plan", "choose_after_calibration",
+           "recipe_overrides"]
+
+CALIBRATION_STEPS = 10
+"""Fewest steps the conditioning run measures under ``auto_window`` ..."""
+CALIBRATION_SECONDS = 2.0
+"""... and at least this many seconds of steps (short CPU steps: more of them)."""
+
+
+def calibration_plan(plan: GatePlan) -> GatePlan:
+    """The plan the conditioning run is measured with (a calibration window)."""
+    return dataclasses.replace(plan, num_measured_steps=CALIBRATION_STEPS,
+                               measured_seconds=CALIBRATION_SECONDS)
+
+
+def _history_sigma(pairs: list[list[float]]) -> float | None:
+    """Pooled sigma of log control medians within each history entry, or None."""
+    ss, dof = 0.0, 0
+    for entry in pairs:
+        logs = [math.log(v) for v in entry if v and v > 0]
+        if len(logs) >= 2:
+            mean = sum(logs) / len(logs)
+            ss += sum((x - mean) ** 2 for x in logs)
+            dof += len(logs) - 1
+    return math.sqrt(ss / dof) if dof else None
+
+
+def choose_after_calibration(plan: GatePlan, fields: dict[str, Any],
+                             phases: dict[str, float]) -> tuple[GatePlan, dict[str, Any]]:
+    """The plan of the runs after the conditioning run, and the record of the choice.
+
+    Args:
+        plan: The gate's plan (its warmup rule; ``control_history``).
+        fields: The conditioning run's measured fields (``slowest_rank_step_s``,
+            ``num_warmup_steps``, ``num_measured_steps``, ``median_step_s``).
+        phases: Its phases from the driver's clock (``wall_s``, ``measured_s``).
+
+    Returns:
+        ``(plan with num_measured_steps = the chosen count and no time window, record)``;
+        the record (``status.json`` ``window``) holds the inputs, the choice and its
+        expected cost, or, when the run gave nothing to calibrate on, the reason the
+        request's window was kept.
+    """
+    from orchestrator.domain.cost_model import choose_window
+    from orchestrator.verdict import run_statistics
+
+    times = fields.get("slowest_rank_step_s") or []
+    warmup, measured = fields.get("num_warmup_steps"), fields.get("num_measured_steps")
+    wall, window_s = phases.get("wall_s"), phases.get("measured_s")
+    if not times or warmup is None or not measured or wall is None or window_s is None:
+        return plan, {"source": "request", "reason": "the conditioning run gave no step series "
+                      "or timeline to calibrate on", "measured_steps": plan.num_measured_steps}
+    stats = run_statistics(times, num_warmup_steps=warmup, num_measured_steps=measured)
+    gpus = max(1, plan.nodes * plan.gpus_per_node)
+    choice = choose_window(
+        fixed_s=max(0.0, float(wall) - float(window_s)), step_s=stats.median_step_s,
+        median_se_rel=(stats.median_se_s or 0.0) / stats.median_step_s,
+        num_steps=stats.num_measured_steps, history_sigma=_history_sigma(plan.control_history),
+        num_gpus=gpus, max_window_s=plan.max_window_s)
+    record = {"source": "cost-model", "calibration_run": 0,
+              "calibration_steps": stats.num_measured_steps, **choice.to_dict()}
+    return dataclasses.replace(plan, num_measured_steps=choice.measured_steps,
+                               measured_seconds=None), record
+
+
+def recipe_overrides(plan: GatePlan, side: str) -> list[str]:
+    """The bundled trainer's overrides of one side: its own, then the gate's measurement
+    rule of this phase (the calibration window, or the window every later run shares)."""
+    overrides = [
+        *plan.sides[side].get("recipe_overrides", []),
+        f"measure.warmup_steps={plan.num_warmup_steps}",
+        f"measure.measured_steps={plan.num_measured_steps}",
+        f"measure.warmup_mode={plan.warmup_mode}",
+        f"measure.max_warmup_steps={plan.max_warmup_steps}",
+    ]
+    # always set: a recipe's own window must not stay when the gate measures a count
+    window = "none" if plan.measured_seconds is None else plan.measured_seconds
+    overrides.append(f"measure.measured_seconds={window}")
+    return overrides
