@@ -5,8 +5,8 @@ Usage::
     .venv/bin/python benchmarks/verdict_bounds.py [--samples N] [--seed S]
 
 Two lower bounds on the mean number of runs (first run of the allocation included) to
-accept a candidate 1% faster at the model's sigma 0.25% (``verdict_power.py --suite
-sequential``), for any rule that keeps false accepts <= ``ALPHA`` and that judges ratios
+accept a candidate 1% faster at the model's sigma 0.25% (``verdict_noise.py``, normal
+family), for any rule that keeps false accepts <= ``ALPHA`` and that judges ratios
 (invariant to the step time's scale) without assuming the size of the first-run effect
 (so the allocation's first run, whose offset is unknown, carries no information):
 
@@ -40,16 +40,18 @@ from scipy import stats
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import verdict_power as vp  # noqa: E402
+import verdict_noise as vn  # noqa: E402
 
 ALPHA = 0.01
 EFFECT_LOG_PCT = -math.log(0.99) * 100.0
 MAX_USED = 14
 
 
-def _run_sd(rng: np.random.Generator, sigma: float, first_index: int = 1) -> float:
-    med, _, _ = vp._run_stats(vp._steps(rng, (40000, 1), sigma, "normal", first_index))
-    return 100.0 * float(np.log(med).std(ddof=1))
+def _run_sd(rng: np.random.Generator, sigma: float) -> float:
+    """sd in % of log run medians of the suite's normal family at cell sigma ``sigma`` %
+    (``verdict_noise.simulated_runs``: 5 steps of 0.2% sd, total sd = the cell's sigma)."""
+    log_med, _ = vn.simulated_runs(rng, "normal", sigma / 100.0, (40000, 1))
+    return 100.0 * float(log_med.std(ddof=1))
 
 
 def _split(k: int) -> float:
@@ -99,6 +101,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=20261201)
+    parser.add_argument("--cost", default="6.0,8.0,4.2", metavar="HEALTH,FIXED,WINDOW",
+                        help="seconds of one GPU: the allocation's health gate, a run's "
+                             "fixed cost + warmup, a run's window (default: measured on 1xH200 "
+                             "at the defaults, benchmarks/results/decision_cost_h200x1_2026-12-02)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     same = _run_sd(rng, 0.25)
@@ -111,7 +117,7 @@ def main() -> None:
     print(f"# command (cwd = repository root): PYTHONPATH=. {sys.executable} {' '.join(sys.argv)}")
     print(f"# effective arguments: --samples {args.samples} --seed {args.seed}; FA bound "
           f"ALPHA = {ALPHA}; effect ln(0.99) = -{EFFECT_LOG_PCT:.4f}%")
-    print(f"# run sd of log run medians (model of verdict_power --suite sequential, 40000 runs):"
+    print(f"# run sd of log run medians (model of verdict_noise.py, normal family, 40000 runs):"
           f" same cell sigma 0.25: gate {same:.3f}%, history {hist_same:.3f}%; x0.5 cell "
           f"sigma 0.5: gate {x05_gate:.3f}%, history (sigma 0.25) {x05_hist:.3f}%")
     print()
@@ -131,6 +137,12 @@ def main() -> None:
           f"with history, FA <= {ALPHA:.0%} also in the x0.5 cell: >= {bound_hist:.2f} "
           f"(goal <= 5); without history: >= {bound_fit:.2f} with the trend fitted, "
           f">= {bound_known:.2f} with the trend known (goal <= 9)")
+    health_s, fixed_s, window_s = (float(x) for x in args.cost.split(","))
+    gpu_s = lambda runs: health_s + runs * (fixed_s + window_s)  # noqa: E731
+    print(f"# the same bounds in GPU-seconds per decision on one GPU (health {health_s:g} s + "
+          f"runs x ({fixed_s:g} s fixed + warmup + {window_s:g} s window)): with history "
+          f">= {gpu_s(bound_hist):.1f}; without history >= {gpu_s(bound_fit):.1f} (trend "
+          f"fitted), >= {gpu_s(bound_known):.1f} (trend known)")
 
 
 if __name__ == "__main__":
