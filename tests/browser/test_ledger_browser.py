@@ -135,7 +135,7 @@ def test_both_verdicts_interval_history_links_sorting_at_1024(app, db_session, p
         seq = table.locator('tr[data-policy="sequential"]')
         cells = [c.strip() for c in seq.locator("td").all_inner_texts()]
         assert "accept" in cells[1] and cells[3].startswith("[-") and cells[4].endswith("%")
-        assert float(cells[5].split()[0]) > 0 and int(cells[6]) == 5, cells
+        assert float(cells[5].split()[0]) > 0 and int(cells[6]) == 6, cells
         links = seq.locator("a.history-gate")
         assert sorted(int(t.lstrip("#")) for t in links.all_inner_texts()) == sorted(history)
         assert "accept" in table.locator('tr[data-policy="drift"]').inner_text()
