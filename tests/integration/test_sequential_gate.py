@@ -99,3 +99,30 @@ def test_cost_model_window_from_the_conditioning_run():
     # seen) may leave it inconclusive, but never accepted or called neutral
     assert primary.verdict in ("reject", "inconclusive"), primary.numbers["reason"]
     assert primary.numbers["design_seed"] == 7 and primary.numbers["design"] == "mirror"
+
+
+def test_steady_warmup_is_learned_once_then_fixed():
+    """Issue 23: under a ``steady`` warmup the conditioning run finds where the step time
+    settles; every later run warms up for that fixed count (no confirming steps), the
+    count and its source recorded with the window."""
+    from orchestrator.domain.gate_spec import GateCreate
+    from orchestrator.executors.plan import GatePaths, read_json
+
+    engine, settings = open_ledger()
+    gate_in = GateCreate.model_validate({
+        "title": "learned warmup", "workload": {"recipe": "tiny"},
+        "candidate": {"recipe_overrides": ["measure.delay_fraction=0.3"]},
+        "warmup_steps": 1, "warmup_mode": "steady", "max_warmup_steps": 8, "executor": "local",
+        "health": {"enabled": False}, "run_timeout_s": 300, "topology": {"ntasks_per_node": 1},
+        "auto_window": True, "max_window_s": 0.5, "design_seed": 7,
+        "policy_params": {"max_runs": 5}})
+    gate = _run(engine, settings, submit(engine, gate_in))
+    assert gate.status == "succeeded", gate.status_reason
+    window = read_json(GatePaths.of(settings.data_dir, gate.id).status)["window"]
+    runs = sorted(gate.runs, key=lambda r: r.order)
+    # the steady rule needed steady_window (5) agreeing steps, or stopped at 8; the later
+    # runs spend no confirming steps
+    assert window["calibration_warmup_steps"] == runs[0].num_warmup_steps >= 5
+    assert 1 <= window["warmup_steps"] <= runs[0].num_warmup_steps
+    assert {r.num_warmup_steps for r in runs[1:]} == {window["warmup_steps"]}
+    assert "conditioning run" in window["warmup_source"]

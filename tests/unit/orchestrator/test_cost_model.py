@@ -16,6 +16,7 @@ from orchestrator.executors.driver.window import (
     CALIBRATION_STEPS,
     calibration_plan,
     choose_after_calibration,
+    learned_warmup_steps,
 )
 from orchestrator.executors.plan import GatePlan
 
@@ -99,3 +100,34 @@ def test_driver_calibrates_on_the_conditioning_run_then_sets_one_window() -> Non
     # nothing to calibrate on: the request's window stays, and the record says why
     same, why = choose_after_calibration(plan, {}, {})
     assert same is plan and why["source"] == "request" and "no step series" in why["reason"]
+
+
+def test_later_runs_warm_up_for_the_count_the_conditioning_run_showed() -> None:
+    """1xH200 shape: step 0 loads the compiled graphs (3.2 s), step 1 is 3% fast, steps 2-4
+    agree (the steady rule's confirming steps); later runs warm up for 2 fixed steps."""
+    plan = _plan(warmup_mode="steady", num_warmup_steps=2, max_warmup_steps=20)
+    steps = [3.16, 0.81, 0.836, 0.834, 0.838] + [0.835 * (1 + 0.001 * (i % 3 - 1))
+                                                  for i in range(10)]
+    fields = {"slowest_rank_step_s": steps, "num_warmup_steps": 5, "num_measured_steps": 10,
+              "median_step_s": 0.835}
+    later, record = choose_after_calibration(plan, fields, {"wall_s": 22.0, "measured_s": 8.35})
+    assert later.warmup_mode == "fixed" and later.num_warmup_steps == 2
+    assert record["warmup_steps"] == 2 and record["calibration_warmup_steps"] == 5
+    # the later runs' fixed cost + warmup excludes the three confirming steps they skip
+    assert record["fixed_s"] == pytest.approx(22.0 - 8.35 - (0.836 + 0.834 + 0.838))
+    # a fixed-warmup gate keeps its own rule
+    fixed, rec = choose_after_calibration(_plan(num_warmup_steps=3),
+                                          {**fields, "num_warmup_steps": 3},
+                                          {"wall_s": 22.0, "measured_s": 8.35})
+    assert fixed.warmup_mode == "fixed" and fixed.num_warmup_steps == 3
+    assert "warmup_steps" not in rec
+
+
+def test_learned_warmup_count_bounds() -> None:
+    # a run still slow at its last warmup step keeps every warmup step it took
+    assert learned_warmup_steps([5.0, 2.0, 1.5, 1.2], 4, 1.0, 2) == 4
+    # settled at once: the recipe's minimum stays, and never fewer than one step
+    assert learned_warmup_steps([1.0, 1.0, 1.0], 3, 1.0, 2) == 2
+    assert learned_warmup_steps([1.0, 1.0, 1.0], 3, 1.0, 0) == 1
+    # the 1% tolerance: 1.5% off is unsettled, 0.5% off is settled
+    assert learned_warmup_steps([3.0, 1.0, 1.015, 1.005, 1.0], 5, 1.0, 1) == 3
