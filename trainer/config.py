@@ -254,8 +254,7 @@ class MeasureConfig(_Section):
     """Cap on the measured steps of a time window."""
     delay_fraction: float = Field(0.0, ge=0.0, le=1.0)
     """For validating gates only: after each step, sleep this fraction of the step's own
-    time (host and device, the device synchronised first), a calibrated slowdown (0.01
-    makes every step about 1% longer)."""
+    time, a calibrated slowdown (0.01 makes every step about 1% longer)."""
     semantic_probe_step: int | None = Field(0, ge=0)
     """Optimizer step (0-based, warmup included) at which the ``AXBGATE_SEMANTICS`` probe
     hashes the root parameters and their pre-clip gradients (one gather of small tensors;

@@ -303,10 +303,6 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
         log.loss.append(loss_v)
         log.grad_norm.append(norm_v)
         if m.delay_fraction > 0:  # a calibrated slowdown for validating gates
-            # Wait for the device first: the host can return from .item() while queued
-            # work still runs, and a sleep overlapping it adds less than the fraction
-            # (0.01 gave +0.46..0.56% on 1xH200 on 2026-12-02/04 without this sync).
-            _sync(d.device)
             time.sleep(m.delay_fraction * (time.perf_counter() - step_start))
         if step == 0:
             timeline["first_step_end_unix"] = time.time()
