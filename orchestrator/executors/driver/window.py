@@ -44,9 +44,13 @@ def _history_sigma(pairs: list[list[float]]) -> float | None:
     return math.sqrt(ss / dof) if dof else None
 
 
-STEADY_TOLERANCE = 0.01
-"""A warmup step of the conditioning run counts as settled when it lies within 1% of the
-run's measured median (the trainer's default ``steady_tolerance_pct``)."""
+STEADY_TOLERANCE = 0.02
+"""A warmup step of the conditioning run counts as settled when it lies within 2% of the
+run's measured median. What it must catch on 1xH200 is the first step (compiled-graph load,
+3-15 s) and the second (~3% fast); at 1% it also caught steps 2-4, which run 0.5-1.4% slow in
+every run (2026-12-04 logs, benchmarks/results/decision_cost_h200x1_2026-12-04/), and cost
+2-3 steps per run: measuring from step 2 left the controls' run sigma at 0.20% (mean of five
+gates, 0.20% from the later steps) and every gate's effect within 0.07 points."""
 
 
 def learned_warmup_steps(times: list[float], num_warmup_steps: int, median_step_s: float,
