@@ -218,7 +218,7 @@ def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
     if as_json:
         echo_json(gate.model_dump(mode="json"))
     else:
-        print_gate(gate, {})
+        print_gate(gate, {}, allocation=_allocation_of(view))
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
@@ -256,7 +256,8 @@ def watch_cmd(
 
         view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
         gate = GatePublic.model_validate(view)
-        echo_json(gate.model_dump(mode="json")) if as_json else print_gate(gate, {})
+        echo_json(gate.model_dump(mode="json")) if as_json else print_gate(
+            gate, {}, allocation=_allocation_of(view))
         if gate.status != "succeeded":
             raise typer.Exit(1)
         return
@@ -273,12 +274,22 @@ def watch_cmd(
     _show_gate(engine, gate_id, as_json)
 
 
+def _allocation_of(view: dict[str, Any]):
+    """The ``AllocationPublic`` of a ``GET /gates/{id}`` answer, or None."""
+    from orchestrator.schemas.runs import AllocationPublic
+
+    raw = view.get("allocation") if isinstance(view, dict) else None
+    return AllocationPublic.model_validate(raw) if raw else None
+
+
 def _show_gate(engine, gate_id: int, as_json: bool) -> None:
     from orchestrator.db.session import session_scope
     from orchestrator.usecases import gates as use_cases
+    from orchestrator.usecases import views
 
     with session_scope(engine) as session:
         gate = use_cases.get_gate(session=session, gate_id=gate_id)
+        allocation = views.get_gate_view(session=session, gate_id=gate_id).allocation
         report = use_cases.gate_overhead(session=session, gate_id=gate_id,
                                          data_dir=settings().data_dir)
     if as_json:
@@ -289,7 +300,7 @@ def _show_gate(engine, gate_id: int, as_json: bool) -> None:
         from orchestrator.executors.plan import GatePaths
 
         report = {**report, "gate_dir": str(GatePaths.of(settings().data_dir, gate_id).root)}
-        print_gate(gate, report, ledger=settings().database_url)
+        print_gate(gate, report, ledger=settings().database_url, allocation=allocation)
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
