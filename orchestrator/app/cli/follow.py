@@ -71,7 +71,7 @@ _CANCEL_WAIT_S = 60.0
 
 
 class _Signalled(KeyboardInterrupt):
-    """SIGTERM or SIGHUP reached the CLI: handled like Ctrl-C (the gate is cancelled)."""
+    """SIGINT, SIGTERM or SIGHUP reached the CLI: the followed gate is cancelled."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -82,17 +82,29 @@ def _raise_signalled(signum: int, _frame: Any) -> None:
     raise _Signalled(signum)
 
 
+_CANCELLING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Installed explicitly: a non-interactive shell starts a background job with SIGINT
+ignored, and Python then leaves it ignored, so ``kill -INT`` would do nothing."""
+
+
 @contextlib.contextmanager
 def cancel_on_signals():
-    """Within the block, SIGTERM and SIGHUP raise :class:`_Signalled` (a KeyboardInterrupt),
-    so ``kill``, a closed terminal or a batch system's stop cancel a followed gate just as
-    Ctrl-C does; the previous handlers come back afterwards."""
-    previous = {sig: signal.signal(sig, _raise_signalled) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    """Within the block, SIGINT (Ctrl-C or ``kill -INT``, even when the CLI was started with
+    SIGINT ignored), SIGTERM and SIGHUP raise :class:`_Signalled` (a KeyboardInterrupt), so a
+    key press, ``kill``, a closed terminal or a batch system's stop cancel a followed gate
+    alike; the previous handlers come back afterwards."""
+    previous = {sig: signal.signal(sig, _raise_signalled) for sig in _CANCELLING_SIGNALS}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _how(exc: KeyboardInterrupt) -> str:
+    """``Ctrl-C (SIGINT)``, ``SIGTERM`` or ``SIGHUP``: what stopped the CLI, for the reason."""
+    name = exc.name if isinstance(exc, _Signalled) else "SIGINT"
+    return "Ctrl-C (SIGINT)" if name == "SIGINT" else name
 
 
 def _cancelled_steps_kept(current, gate_id: int, cancelled_at: float) -> bool:
@@ -143,7 +155,7 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
                 if cancelled:
                     raise
                 cancelled, cancelled_at = True, time.monotonic()
-                how = exc.name if isinstance(exc, _Signalled) else "Ctrl-C"
+                how = _how(exc)
                 with session_scope(engine) as session:
                     use_cases.cancel_gate(session=session, gate_id=gate_id,
                                           reason=f"cancelled from the CLI ({how})")
@@ -189,7 +201,7 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
                 if cancelled:
                     raise
                 cancelled = True
-                how = exc.name if isinstance(exc, _Signalled) else "Ctrl-C"
+                how = _how(exc)
                 call("POST", f"/gates/{gate_id}/cancel", json={"reason": f"cancelled from the CLI ({how})"})
 
 
