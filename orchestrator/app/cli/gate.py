@@ -33,16 +33,41 @@ from orchestrator.domain.gate_spec import GateCreate
 __all__ = ["build_gate_request", "register"]
 
 
+def _pattern_help() -> str:
+    """The ``--pattern`` help, with the defaults the code applies (never hard-coded)."""
+    from orchestrator.verdict import get_policy, initial_roles
+
+    first = " ".join(initial_roles(get_policy("sequential")))
+    fixed = GateCreate.model_fields["run_pattern"].default
+    return (f"Run pattern. Default: '{first}' under the sequential policy (the default; it "
+            f"extends the pattern while undecided and plans its own order), '{fixed}' under "
+            "--policy drift or ratio-ci (e.g. 'A X B X A').")
+
+
+_PATTERN_HELP = _pattern_help()
+
+
 def build_gate_request(*, spec_file: Path | None, overrides: dict[str, Any]) -> GateCreate:
     """Merge a JSON/TOML spec file with command-line values into a validated request.
 
     Raises:
-        ValueError: The file cannot be read or the merged request is invalid; the message
-            names every bad field.
+        ValueError: The file is missing or cannot be read (``--spec: ...``), or the merged
+            request is invalid; the message names every bad field.
     """
     data: dict[str, Any] = {}
     if spec_file is not None:
-        text = spec_file.read_text()
+        try:
+            text = spec_file.read_text()
+        except FileNotFoundError:
+            raise ValueError(f"--spec: file {spec_file} not found; give the path of a gate "
+                             "request as JSON or TOML (GateCreate, docs/server.md)") from None
+        except IsADirectoryError:
+            raise ValueError(f"--spec: {spec_file} is a folder; give the path of a gate "
+                             "request as JSON or TOML (GateCreate)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ValueError(f"--spec: cannot read {spec_file} ({reason}); give a readable "
+                             "JSON or TOML file") from None
         if spec_file.suffix not in (".json", ".toml"):
             raise ValueError(f"{spec_file}: the spec must be a .json or .toml file")
         if spec_file.suffix == ".toml":
@@ -86,7 +111,7 @@ def gate_cmd(
     candidate_env: Annotated[list[str], typer.Option(help="Candidate env NAME=VALUE (repeat).")] = [],
     control_override: Annotated[list[str], typer.Option(help="Control recipe section.key=value.")] = [],
     candidate_override: Annotated[list[str], typer.Option(help="Candidate recipe section.key=value.")] = [],
-    pattern: Annotated[str | None, typer.Option(help="Run pattern (default 'A X B'; e.g. 'A X B X A').")] = None,
+    pattern: Annotated[str | None, typer.Option(help=_PATTERN_HELP)] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Warmup steps per run (default 10).")] = None,
     measured_steps: Annotated[int | None, typer.Option(help="Measured steps per run (default 20).")] = None,
     warmup_mode: Annotated[str | None, typer.Option(help="fixed (default) or steady: warmup ends when the step time settles.")] = None,

@@ -21,6 +21,7 @@ from orchestrator.app.cli.common import (
     remote_call,
     rich_text,
 )
+from orchestrator.domain.decisions import DECISIONS
 
 __all__ = ["ledger_columns", "ledger_table", "register"]
 
@@ -240,7 +241,7 @@ def _stdout_width(wide: bool) -> int | None:
 
 def decide(
     gate_id: Annotated[int, typer.Argument(min=1, help="Gate id.")],
-    decision: Annotated[str, typer.Option(help="accept, reject, neutral or rerun.")],
+    decision: Annotated[str, typer.Option(help=f"One of {', '.join(DECISIONS)}.")],
     reason: Annotated[str, typer.Option(help="Why (required when it differs from the verdict).")] = "",
     note: Annotated[str, typer.Option(help="Free text kept with the decision (e.g. on whose "
                                            "behalf); who decided is not chosen here.")] = "",
