@@ -3,12 +3,49 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 PG_ADMIN_URL = os.environ.get("AXBGATE_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_TREE_GUARD_IGNORED = (".venv/", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/", ".coverage")
+"""Paths a test run may create in the working tree (tool caches and the virtual environment)."""
+
+
+def _tree_status() -> set[str] | None:
+    """``git status --porcelain`` lines of the repository (None when it is not a git tree)."""
+    try:
+        done = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
+                               "--untracked-files=all"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return {line for line in done.stdout.splitlines()
+            if not line[3:].startswith(_TREE_GUARD_IGNORED)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _working_tree_unchanged():
+    """No test writes into the working tree: the files ``git status`` reports as new or
+    modified at the end of the session must have been so at its start (tests use
+    ``tmp_path``; a Slurm job's output once landed at the root as ``slurm-*.out``)."""
+    before = _tree_status()
+    yield
+    after = _tree_status()
+    if before is None or after is None:
+        return
+    appeared = sorted(after - before)
+    if appeared:
+        pytest.fail("tests wrote into the working tree (write under tmp_path instead): "
+                    + ", ".join(appeared), pytrace=False)
 
 
 @pytest.fixture(autouse=True)
