@@ -171,6 +171,13 @@ def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> Run
         run.source_sha = run.source_sha or prov.get("source_sha")
     run.exit_code = final.get("exit_code")
     run.command = final.get("command", run.command)
+    leftovers = final.get("leftovers")
+    if isinstance(leftovers, dict) and leftovers.get("count"):
+        run.result_extra = {**(run.result_extra or {}), "leftovers": leftovers}
+    log_path = paths.run_log(run.order, role)
+    if error is None and final.get("log_sha256") and _log_changed(log_path, final):
+        error = (f"{log_path.relative_to(paths.root)} changed after the driver hashed it: the run's "
+                 "numbers are not evidence")
     if final.get("log_sha256"):
         store.artifacts.add_artifact(session=session, path=str(paths.run_log(run.order, role)),
                                      size_bytes=final["log_size_bytes"], sha256=final["log_sha256"],
@@ -179,6 +186,17 @@ def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> Run
     wall_s = final.get("wall_s")
     return RunEnd(gate.id, run.order, role, run.status,
                   float(wall_s) if isinstance(wall_s, (int, float)) and math.isfinite(wall_s) else None)
+
+
+def _log_changed(log_path: Path, final: dict[str, Any]) -> bool:
+    """Whether a run log's bytes differ from what the driver hashed when the run ended."""
+    from orchestrator.executors.files import hash_file
+
+    try:
+        sha, size = hash_file(log_path)
+    except OSError:
+        return True
+    return (sha, size) != (final.get("log_sha256"), final.get("log_size_bytes"))
 
 
 def _add_extension_runs(session: Session, gate: Gate, roles: list[str], alloc: Allocation) -> None:
