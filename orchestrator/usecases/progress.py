@@ -218,8 +218,20 @@ def _info(job_state: JobState) -> SlurmJobInfo:
 
 
 def _before_driver(gate: Gate, job_state: JobState | None, executor: BaseGateExecutor | None,
-                   now: dt.datetime) -> None:
-    """A gate whose driver has not written its status yet: fail it when it cannot start."""
+                   now: dt.datetime, paths: GatePaths) -> None:
+    """A gate whose driver has not written its status yet: fail it when it cannot start.
+
+    A claimed gate with neither a plan nor a job (its dispatcher died between the claim
+    and the plan) goes back to ``queued``: nothing ran, and a dispatcher that is still
+    alive re-checks the claim under the same row lock before it writes the plan
+    (:func:`orchestrator.usecases.dispatch.dispatch_gate`)."""
+    if gate.job_ref is None and not paths.plan.exists() and gate.status == "submitted":
+        transition(gate, "queued")
+        gate.submitted_at = None
+        gate.status_reason = "claimed by a dispatcher that stopped before writing the plan; queued again"
+        logger.warning("gate=%s claimed but no plan and no job: queued again", gate.id,
+                       extra={"event": "gate.requeued", "gate_id": gate.id})
+        return
     if gate.job_ref is None:
         claimed = _aware(gate.submitted_at)
         if claimed is not None and (now - claimed).total_seconds() > _SUBMIT_GRACE_S:
@@ -307,7 +319,7 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
     paths = GatePaths.of(data_dir, gate.id)
     status = read_json(paths.status)
     if status is None:
-        _before_driver(gate, job_state, executor, now or dt.datetime.now(dt.timezone.utc))
+        _before_driver(gate, job_state, executor, now or dt.datetime.now(dt.timezone.utc), paths)
     else:
         if gate.status == "submitted":
             transition(gate, "running")

@@ -221,13 +221,17 @@ class StepContainer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + _GONE_WAIT_S
-        while time.monotonic() < deadline:
-            for pid in members:  # our own re-parented orphans: reap them, never others
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(pid, os.WNOHANG)
-            if not self._members() and not [p for p in members if _alive(p)]:
-                break
-            time.sleep(0.05)
+        pending = set(members)
+        while pending and time.monotonic() < deadline:
+            for pid in list(pending):  # our own re-parented orphans are reaped, never others
+                try:
+                    done, _status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:  # not our child (cgroup case): gone once not alive
+                    done = pid if not _alive(pid) else 0
+                if done:
+                    pending.discard(pid)
+            if pending:
+                time.sleep(0.05)
         if self.cgroup is not None:
             for _ in range(50):
                 try:
