@@ -199,3 +199,46 @@ def test_forged_results_as_the_run_account(db_url, monkeypatch):
         engine.dispose()
         get_settings.cache_clear()
         subprocess.run(["rm", "-rf", str(data)], check=False)
+
+
+def _slurm_up() -> bool:
+    if shutil.which("sbatch") is None:
+        return False
+    out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, check=False)
+    return "UP" in out.stdout
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_slurm_step_leaves_no_setsid_grandchild(ledger):
+    """Under the real Slurm cluster (ProctrackType=proctrack/linuxproc, which loses a
+    setsid grandchild once its parent exits) every task of a run's srun step runs under
+    the per-task reaper: the candidate's setsid child is gone after its step and recorded."""
+    if not _slurm_up():
+        if os.environ.get("CI"):
+            pytest.fail("Slurm is not up in CI: scripts/slurm_up.sh should have started it")
+        pytest.skip("Slurm is not up (run scripts/slurm_up.sh as root)")
+    engine, settings = ledger
+    gate_in = _forged_gate(executor="slurm", topology={"nodes": 1, "time_limit_min": 5})
+    gate_id = submit(engine, gate_in)
+    dispatch_pass(engine, settings, gate_ids=[gate_id])
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        with Session(engine, expire_on_commit=False) as session:
+            gate = session.get(Gate, gate_id)
+            if gate.status in ("succeeded", "failed", "cancelled"):
+                break
+        time.sleep(1.0)
+    assert gate.status == "succeeded", gate.status_reason
+    paths = GatePaths.of(settings.data_dir, gate_id)
+    pid = int((paths.run_out(1, "X") / "forger.pid").read_text())
+    assert _gone(pid), f"the setsid grandchild {pid} of the srun step outlived it"
+    with Session(engine) as session:
+        x = session.scalars(select(Run).where(Run.gate_id == gate_id, Run.order == 1)).one()
+        leftovers = x.result_extra.get("leftovers")
+        print("slurm leftovers:", leftovers, "command:", x.command)
+        assert x.command[0] == "srun" and "reaper.py" in x.command[x.command.index("--") - 1]
+    assert leftovers and pid in [p["pid"] for p in leftovers["processes"]], leftovers
+    assert leftovers["containment"].endswith("per-task reaper in the srun step")
+    assert not list(paths.out_root.rglob("02-B.json"))

@@ -34,7 +34,14 @@ from typing import Any
 
 from orchestrator.executors.driver.extend import more_roles
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
-from orchestrator.executors.driver.launch import choose_port, command_argv, port_collision, srun_prefix
+from orchestrator.executors.driver.launch import (
+    choose_port,
+    command_argv,
+    port_collision,
+    reaper_leftovers,
+    reaper_prefix,
+    srun_prefix,
+)
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import (
     Cancelled,
@@ -360,7 +367,7 @@ class _Driver:
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
                 return [*srun_prefix(plan.nodes * plan.ranks_per_node, plan.ranks_per_node),
-                        plan.python, *trainer]
+                        *reaper_prefix(plan.python), plan.python, *trainer]
             return [plan.python, "-m", "torch.distributed.run", "--nnodes=1",
                     f"--nproc_per_node={plan.ranks_per_node}", "--master_addr", "{MASTER_ADDR}",
                     "--master_port", "{MASTER_PORT}", *trainer]
@@ -380,7 +387,8 @@ class _Driver:
                             [_substitute(arg, values) for arg in plan.workload["command"]],
                             under_slurm=self.under_slurm, nodes=plan.nodes,
                             ranks_per_node=plan.ranks_per_node, python=plan.python,
-                            master=("{MASTER_ADDR}", "{MASTER_PORT}"))
+                            master=("{MASTER_ADDR}", "{MASTER_PORT}"),
+                            wrap=reaper_prefix(plan.python))
 
     def _run_folders(self, order: int, role: str, side: str) -> tuple[Path, Path, Path | None]:
         """The run's own folders: output (``{out_dir}``), home and, under ``run_as_user``,
@@ -432,13 +440,13 @@ class _Driver:
             self._health(f"health-{order:02d}")
         started = _now()
         step, stream, argv, launch_unix, env = self._attempt(order, role, side, source_dir)
-        leftovers = list(step.leftovers)
+        leftovers = list(step.leftovers) + (reaper_leftovers(log_path) if self.under_slurm else [])
         collision = step.error and port_collision(log_path)
         if collision:
             first = env["MASTER_PORT"]
             log_path.rename(log_path.with_suffix(".attempt1.log"))
             step, stream, argv, launch_unix, env = self._attempt(order, role, side, source_dir)
-            leftovers += step.leftovers
+            leftovers += step.leftovers + (reaper_leftovers(log_path) if self.under_slurm else [])
             self.status["timeline"].append({"phase": "port_retry", "order": order, "role": role,
                                             "port": int(first), "retry_port": int(env["MASTER_PORT"]),
                                             "retry_error": step.error})
@@ -454,7 +462,9 @@ class _Driver:
                 outcome = {**outcome, "status": "failed", "error": error}
         phases = run_phases(outcome.get("fields") or {}, launch_unix, exit_unix)
         sha, size = hash_file(log_path)
-        contained = {"count": len(leftovers), "processes": leftovers[:50], "containment": step.containment}
+        contained = {"count": len(leftovers), "processes": leftovers[:50],
+                     "containment": (step.containment or "none") + (" + per-task reaper in the srun step"
+                                                        if self.under_slurm else "")}
         self._write_result(self.paths.run_result(order, role), {
             "order": order, "role": role, "side": side, "exit_code": step.exit_code,
             "status": "failed" if error else "succeeded", "error": error,
