@@ -128,6 +128,19 @@ def test_forged_control_results_do_not_reach_the_ledger(ledger):
     for name in ("00-A.log", "00-A.json", "01-X.log", "02-B.json"):
         assert (paths.runs_dir / name).stat().st_mode & 0o077 == 0, name
     assert out["leftovers"]["containment"] in ("cgroup v2", "subreaper")
+    # Shown on the run: its JSON and its page.
+    from fastapi.testclient import TestClient
+
+    from orchestrator.app.api import create_app
+
+    with Session(engine) as session:
+        x_id = session.scalars(select(Run.id).where(Run.gate_id == gate_id, Run.order == 1)).one()
+    pid = out["leftovers"]["processes"][0]["pid"]
+    with TestClient(create_app(settings)) as client:
+        shown = client.get(f"/runs/{x_id}").json()["result_extra"]["leftovers"]
+        assert shown["count"] == out["leftovers"]["count"] and shown["processes"][0]["pid"] == pid
+        page = client.get(f"/ledger/runs/{x_id}").text
+        assert 'id="run-leftovers"' in page and f"<code>{pid} " in page
 
 
 def test_forged_driver_results_fail_the_gate(ledger):
