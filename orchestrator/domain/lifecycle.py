@@ -51,7 +51,8 @@ TERMINAL_GATE_STATUSES = frozenset(
 
 GATE_TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"submitted", "failed", "cancelled"}),
-    "submitted": frozenset({"running", "succeeded", "failed", "cancelled"}),
+    # submitted -> queued: a claim whose dispatcher died before it wrote the plan (nothing ran)
+    "submitted": frozenset({"queued", "running", "succeeded", "failed", "cancelled"}),
     "running": frozenset({"succeeded", "failed", "cancelled"}),
     "succeeded": frozenset(),
     "failed": frozenset(),

@@ -4,7 +4,10 @@
 the service writes ``plan.json``; the driver (on the allocation) reads it and writes
 ``status.json``, ``health.log``/``health.json``, and per run ``runs/NN-R.log`` (raw
 output), ``runs/NN-R.steps.jsonl`` (step records as they are printed) and
-``runs/NN-R.json`` (the run's measured outcome) next to it. Files are written to a
+``runs/NN-R.json`` (the run's measured outcome) next to it. ``runs/`` belongs to the
+driver (0700, files 0600): a run never writes there. Each run gets its own output folder
+``out/NN-R/`` (its ``{out_dir}`` and, without a source checkout, its working directory);
+under ``security.run_as_user`` only the running run's folders belong to the run account. Files are written to a
 temporary name and renamed, so the poller never reads half a JSON file (submitit's
 ``temporary_save_path``); the step stream is appended line by line and the poller reads
 only complete lines.
@@ -78,6 +81,32 @@ class GatePaths:
         return self.root / "runs"
 
     @property
+    def out_root(self) -> Path:
+        """Folder of the runs' own output folders (``out/NN-R``)."""
+        return self.root / "out"
+
+    def run_out(self, order: int, role: str) -> Path:
+        """Run ``order``'s own output folder: its ``{out_dir}``; the only gate folder it
+        may write into (with its compile cache and home under ``run_as_user``)."""
+        return self.out_root / run_file_stem(order, role)
+
+    def run_home_of(self, order: int, role: str) -> Path:
+        """``HOME`` of run ``order`` under ``security.run_as_user`` (one per run, so that
+        nothing a run leaves in its home, e.g. ``~/.local``, reaches a later run)."""
+        return self.run_home / run_file_stem(order, role)
+
+    def side_compile_cache(self, side: str) -> Path:
+        """Compile cache of one side under ``security.run_as_user`` (the candidate never
+        writes the controls' compiled kernels)."""
+        return self.compile_cache / side
+
+    @property
+    def disk_reserve(self) -> Path:
+        """Space the driver holds back, freed when a disk is full so that its last
+        results and ``status.json`` still fit."""
+        return self.root / ".disk-reserve"
+
+    @property
     def submitit_dir(self) -> Path:
         """submitit's job folder (pickles, stdout/stderr of the driver job)."""
         return self.root / "submitit"
@@ -89,7 +118,7 @@ class GatePaths:
 
     @property
     def run_home(self) -> Path:
-        """``HOME`` of the steps when they run as ``security.run_as_user``."""
+        """Parent of the runs' ``HOME`` folders under ``security.run_as_user``."""
         return self.root / "home"
 
     @property
@@ -148,8 +177,15 @@ class GatePaths:
         return self.runs_dir / f"{run_file_stem(order, role)}.steps.jsonl"
 
     def run_result(self, order: int, role: str) -> Path:
-        """The measured outcome of run ``order`` (written once, when it ends)."""
+        """The measured outcome of run ``order`` (written once, when it ends, by the
+        driver from the log it captured and hashed)."""
         return self.runs_dir / f"{run_file_stem(order, role)}.json"
+
+    def run_own_results(self, order: int, role: str) -> list[Path]:
+        """Result files run ``order`` may write itself (checked against its log, never
+        stored): ``{out_dir}/NN-R.json`` and ``{out_dir}/result.json``."""
+        out = self.run_out(order, role)
+        return [out / f"{run_file_stem(order, role)}.json", out / "result.json"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

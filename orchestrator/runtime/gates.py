@@ -14,7 +14,7 @@ from orchestrator.executors.plan import GatePaths, read_json
 from orchestrator.domain.lifecycle import TERMINAL_GATE_STATUSES
 from orchestrator.executors.runenv import RunEnvPolicy
 from orchestrator.runtime import metrics
-from orchestrator.runtime.loop import LoopService
+from orchestrator.runtime.loop import LoopService, RepeatedErrors
 from orchestrator.settings import Settings
 from orchestrator.usecases import queue
 from orchestrator.usecases.dispatch import claim_gate, dispatch_gate
@@ -114,7 +114,8 @@ def _utc(value: dt.datetime) -> dt.datetime:
 
 
 def poll_pass(engine: Engine, settings: Settings, executors: _Executors | None = None,
-              gate_ids: list[int] | None = None, kinds: tuple[str, ...] | None = None) -> int:
+              gate_ids: list[int] | None = None, kinds: tuple[str, ...] | None = None,
+              errors: RepeatedErrors | None = None) -> int:
     """Ingest every gate in flight; cancel jobs of gates cancelled in the ledger.
 
     One batched scheduler query per executor kind. Returns gates looked at.
@@ -125,8 +126,11 @@ def poll_pass(engine: Engine, settings: Settings, executors: _Executors | None =
         executors: Executor cache (one per kind).
         gate_ids: Only these gates.
         kinds: Only gates of these executors (the server passes :data:`SERVER_EXECUTORS`).
+        errors: Where failures that repeat every pass are counted (the poller's own, so
+            that one is logged once); default: a fresh one (every failure logged).
     """
     executors = executors or _Executors(settings)
+    errors = errors or RepeatedErrors(logger)
     with metrics.timed_pass("poll"):
         with Session(engine, expire_on_commit=False) as session:
             jobs = queue.gates_in_flight(session=session, gate_ids=gate_ids, kinds=kinds)
@@ -138,11 +142,12 @@ def poll_pass(engine: Engine, settings: Settings, executors: _Executors | None =
         for kind, kind_refs in refs.items():
             try:
                 states.update(executors.get(kind).poll(kind_refs))
-            except Exception:
-                logger.exception("poll of %s jobs failed", kind)
+                errors.succeeded(f"poll of {kind} jobs")
+            except Exception as exc:
+                errors.failed(f"poll of {kind} jobs", exc)
         for job in jobs:
             _poll_one(engine, settings, executors, job, states.get(job.job_ref or ""))
-        _cancel_pass(engine, settings, executors, kinds)
+        _cancel_pass(engine, settings, executors, kinds, errors)
     return len(jobs)
 
 
@@ -189,9 +194,10 @@ def _fail(session: Session, gate_id: int, reason: str) -> None:
 
 
 def _cancel_pass(engine: Engine, settings: Settings, executors: _Executors,
-                 kinds: tuple[str, ...] | None = None) -> None:
+                 kinds: tuple[str, ...] | None = None, errors: RepeatedErrors | None = None) -> None:
     """Cancel the scheduler job of every cancelled gate whose job may still run, and keep
     the steps its runs printed until the driver has stopped."""
+    errors = errors or RepeatedErrors(logger)
     with Session(engine, expire_on_commit=False) as session:
         jobs = [j for j in queue.cancelled_gates_with_jobs(session=session)
                 if kinds is None or j.executor in kinds]
@@ -205,19 +211,24 @@ def _cancel_pass(engine: Engine, settings: Settings, executors: _Executors,
                 paths.cancel_sent.parent.mkdir(parents=True, exist_ok=True)
                 paths.cancel_sent.write_text("sent\n")
                 logger.info("gate=%s cancelled job %s", job.gate_id, job.job_ref)
-            except Exception:
-                logger.exception("gate=%s cancel of job %s failed", job.gate_id, job.job_ref)
+                errors.succeeded(f"gate={job.gate_id} cancel of job {job.job_ref}")
+            except Exception as exc:
+                errors.failed(f"gate={job.gate_id} cancel of job {job.job_ref}", exc)
                 continue
         with Session(engine, expire_on_commit=False) as session:
             try:
                 collect_steps(session=session, gate_id=job.gate_id, data_dir=settings.data_dir)
                 session.commit()
-            except Exception:
-                logger.exception("gate=%s steps of the cancelled runs not stored", job.gate_id)
+                errors.succeeded(f"gate={job.gate_id} steps of the cancelled runs")
+            except Exception as exc:
+                errors.failed(f"gate={job.gate_id} steps of the cancelled runs", exc)
                 session.rollback()
         status = read_json(paths.status) or {}
         if status.get("state") in ("finished", "failed", "cancelled") or not paths.status.exists():
-            paths.steps_collected.write_text("done\n")
+            try:
+                paths.steps_collected.write_text("done\n")
+            except OSError as exc:  # a full disk: try again next pass, say so once
+                errors.failed(f"gate={job.gate_id} marker {paths.steps_collected.name}", exc)
 
 
 class Dispatcher(LoopService):
@@ -248,4 +259,5 @@ class Poller(LoopService):
     def run_once(self) -> None:
         """Ingest every gate in flight that the server runs (``debug`` gates belong to
         the CLI process running them)."""
-        poll_pass(self.engine, self.settings, self.executors, kinds=SERVER_EXECUTORS)
+        poll_pass(self.engine, self.settings, self.executors, kinds=SERVER_EXECUTORS,
+                  errors=self.errors)

@@ -101,7 +101,9 @@ def dispatch_gate(*, session: Session, gate_id: int,
     plan, submit ONE job, persist the job reference (the caller commits right after).
 
     A gate whose folder already holds a plan but no recorded job (a crash between submit
-    and commit) is failed rather than submitted twice.
+    and commit) is failed rather than submitted twice. The claim is checked again under
+    the gate's row lock, held until the caller commits: a poller that found the claim
+    without plan or job and queued the gate again wins, and nothing is submitted.
 
     Args:
         session: Open session (the caller commits).
@@ -111,6 +113,12 @@ def dispatch_gate(*, session: Session, gate_id: int,
         run_env: What the runs' environment is built from (``security`` settings).
     """
     gate = store.gates.get_gate(session=session, gate_id=gate_id)
+    if gate.executor != "debug":  # a debug gate runs inside this call: no lock for its length
+        gate = store.gates.lock_gate(session=session, gate_id=gate_id)
+        if gate.status != "submitted" or gate.job_ref is not None:
+            logger.info("gate=%s no longer claimed by this dispatcher (%s): not submitted", gate_id,
+                        gate.status)
+            return gate
     executor = executors(gate.executor)
     paths = GatePaths.of(data_dir, gate.id)
     if paths.plan.exists() and gate.job_ref is None:

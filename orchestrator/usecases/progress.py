@@ -171,6 +171,13 @@ def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> Run
         run.source_sha = run.source_sha or prov.get("source_sha")
     run.exit_code = final.get("exit_code")
     run.command = final.get("command", run.command)
+    leftovers = final.get("leftovers")
+    if isinstance(leftovers, dict) and leftovers.get("count"):
+        run.result_extra = {**(run.result_extra or {}), "leftovers": leftovers}
+    log_path = paths.run_log(run.order, role)
+    if error is None and final.get("log_sha256") and _log_changed(log_path, final):
+        error = (f"{log_path.relative_to(paths.root)} changed after the driver hashed it: the run's "
+                 "numbers are not evidence")
     if final.get("log_sha256"):
         store.artifacts.add_artifact(session=session, path=str(paths.run_log(run.order, role)),
                                      size_bytes=final["log_size_bytes"], sha256=final["log_sha256"],
@@ -179,6 +186,17 @@ def _ingest_run(session: Session, gate: Gate, run: Run, paths: GatePaths) -> Run
     wall_s = final.get("wall_s")
     return RunEnd(gate.id, run.order, role, run.status,
                   float(wall_s) if isinstance(wall_s, (int, float)) and math.isfinite(wall_s) else None)
+
+
+def _log_changed(log_path: Path, final: dict[str, Any]) -> bool:
+    """Whether a run log's bytes differ from what the driver hashed when the run ended."""
+    from orchestrator.executors.files import hash_file
+
+    try:
+        sha, size = hash_file(log_path)
+    except OSError:
+        return True
+    return (sha, size) != (final.get("log_sha256"), final.get("log_size_bytes"))
 
 
 def _add_extension_runs(session: Session, gate: Gate, roles: list[str], alloc: Allocation) -> None:
@@ -200,8 +218,20 @@ def _info(job_state: JobState) -> SlurmJobInfo:
 
 
 def _before_driver(gate: Gate, job_state: JobState | None, executor: BaseGateExecutor | None,
-                   now: dt.datetime) -> None:
-    """A gate whose driver has not written its status yet: fail it when it cannot start."""
+                   now: dt.datetime, paths: GatePaths) -> None:
+    """A gate whose driver has not written its status yet: fail it when it cannot start.
+
+    A claimed gate with neither a plan nor a job (its dispatcher died between the claim
+    and the plan) goes back to ``queued``: nothing ran, and a dispatcher that is still
+    alive re-checks the claim under the same row lock before it writes the plan
+    (:func:`orchestrator.usecases.dispatch.dispatch_gate`)."""
+    if gate.job_ref is None and not paths.plan.exists() and gate.status == "submitted":
+        transition(gate, "queued")
+        gate.submitted_at = None
+        gate.status_reason = "claimed by a dispatcher that stopped before writing the plan; queued again"
+        logger.warning("gate=%s claimed but no plan and no job: queued again", gate.id,
+                       extra={"event": "gate.requeued", "gate_id": gate.id})
+        return
     if gate.job_ref is None:
         claimed = _aware(gate.submitted_at)
         if claimed is not None and (now - claimed).total_seconds() > _SUBMIT_GRACE_S:
@@ -289,7 +319,7 @@ def ingest_gate(*, session: Session, gate_id: int, data_dir: Path,
     paths = GatePaths.of(data_dir, gate.id)
     status = read_json(paths.status)
     if status is None:
-        _before_driver(gate, job_state, executor, now or dt.datetime.now(dt.timezone.utc))
+        _before_driver(gate, job_state, executor, now or dt.datetime.now(dt.timezone.utc), paths)
     else:
         if gate.status == "submitted":
             transition(gate, "running")

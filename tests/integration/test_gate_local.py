@@ -313,7 +313,15 @@ def test_processes_left_by_a_step_are_killed(ledger):
     gate_id = _submit(engine, gate_in)
     gate = _run_to_end(engine, settings, gate_id)
     assert gate.status == "succeeded", gate.status_reason
-    child = int((settings.data_dir / "gates" / f"{gate_id:06d}" / "fork-child.pid").read_text())
+    # The run's working directory is its own output folder (no source checkout here).
+    from orchestrator.executors.plan import GatePaths
+
+    child = int((GatePaths.of(settings.data_dir, gate_id).run_out(1, "X") / "fork-child.pid").read_text())
+    with Session(engine) as session:
+        run = session.scalars(select(Run).where(Run.gate_id == gate_id, Run.order == 1)).one()
+        leftovers = run.result_extra["leftovers"]
+    # The forked helper kept the step's process group: still a leftover, listed and killed.
+    assert leftovers["count"] == 1 and leftovers["processes"][0]["pid"] == child, leftovers
     deadline = time.monotonic() + 10
     while True:  # killed with the step's process group (it may linger as a zombie briefly)
         try:

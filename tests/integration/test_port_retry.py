@@ -39,13 +39,15 @@ def test_eaddrinuse_is_retried_once_on_the_next_port(tmp_path):
     paths = GatePaths.of(settings.data_dir, gate_id)
     status = read_json(paths.status)
     retries = [t for t in status["timeline"] if t["phase"] == "port_retry"]
-    assert len(retries) == 1 and retries[0]["order"] == 0 and retries[0]["retry_error"] is None
-    first = retries[0]["port"]
-    assert (paths.root / "eaddrinuse.done").read_text() == str(first)
-    assert retries[0]["retry_port"] != first and 20000 <= retries[0]["retry_port"] < 32768
-    assert "Address already in use" in paths.run_log(0, "A").with_suffix(".attempt1.log").read_text()
+    # Each run works in its own folder, so each control (A and B) collides once.
+    assert [r["order"] for r in retries] == [0, 2] and all(r["retry_error"] is None for r in retries)
+    for retry, (order, role) in zip(retries, [(0, "A"), (2, "B")]):
+        first = retry["port"]
+        assert (paths.run_out(order, role) / "eaddrinuse.done").read_text() == str(first)
+        assert retry["retry_port"] != first and 20000 <= retry["retry_port"] < 32768
+        assert "Address already in use" in paths.run_log(order, role).with_suffix(".attempt1.log").read_text()
     ports = [p["master_port"] for p in status["preamble"]]
-    assert len(set(ports)) == len(ports) == 4  # A, its retry, X, B
+    assert len(set(ports)) == len(ports) == 5  # A, its retry, X, B, its retry
 
 
 def test_a_second_collision_fails_the_run_naming_it(tmp_path):

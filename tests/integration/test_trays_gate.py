@@ -96,7 +96,7 @@ def test_launch_modes_on_two_nodes(ledger, launch, copies):
     dispatch_pass(engine, settings, gate_ids=[gate_id])
     gate = wait_gate(engine, settings, gate_id, timeout_s=180)
     assert gate.status == "succeeded", gate.status_reason
-    runs_dir = GatePaths.of(settings.data_dir, gate_id).runs_dir
-    for order in range(3):
-        found = {tuple(p.name.split("-")[2:4]) for p in runs_dir.glob(f"probe-{order}-*")}
+    paths = GatePaths.of(settings.data_dir, gate_id)
+    for order, role in enumerate(("A", "X", "B")):  # {out_dir} is each run's own folder
+        found = {tuple(p.name.split("-")[2:4]) for p in paths.run_out(order, role).glob(f"probe-{order}-*")}
         assert found == copies, (order, found)

@@ -102,6 +102,11 @@ class ForkServer:
             time.sleep(0.05)
         return False
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (it forks every run; containment moves it around a spawn)."""
+        return self._proc.pid
+
     def spawn(self, args: list[str], *, env: dict[str, str], cwd: Path, nproc: int) -> ForkedRun:
         """Ask for one run: ``python -m trainer train ARGS`` on ``nproc`` forked ranks.
 

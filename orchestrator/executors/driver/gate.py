@@ -9,6 +9,12 @@ printed) and the run's measured outcome is written to ``NN-R.json``; the service
 stores what it finds there. It imports ``health`` and the pure parts of the orchestrator
 (records, measure, verdict) and starts the trainer as a subprocess; it never touches the
 database or the API.
+
+Evidence a run cannot touch: a run's numbers come only from the output the driver
+captured and hashed (``runs/``, the driver's folder). A run writes into its own folder
+(``out/NN-R``, its ``{out_dir}``); a result file it writes there is checked against its
+log and never stored (:func:`check_own_results`); the results the driver wrote are
+checked again after every later run (:meth:`_Driver._check_evidence`).
 """
 
 from __future__ import annotations
@@ -28,9 +34,22 @@ from typing import Any
 
 from orchestrator.executors.driver.extend import more_roles
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
-from orchestrator.executors.driver.launch import choose_port, command_argv, port_collision, srun_prefix
+from orchestrator.executors.driver.launch import (
+    choose_port,
+    command_argv,
+    port_collision,
+    reaper_leftovers,
+    reaper_prefix,
+    srun_prefix,
+)
 from orchestrator.executors.driver.phases import run_phases
-from orchestrator.executors.driver.process import Cancelled, prepare_run_as, run_step
+from orchestrator.executors.driver.process import (
+    Cancelled,
+    lease_folders,
+    prepare_run_as,
+    run_step,
+    seal_folders,
+)
 from orchestrator.executors.driver.stream import StepStream, measure_stream, run_log_parser
 from orchestrator.executors.driver.window import (
     calibration_plan,
@@ -41,12 +60,58 @@ from orchestrator.executors.files import hash_file
 from orchestrator.executors.plan import GatePaths, GatePlan, read_json, write_json_atomic
 from orchestrator.executors.runenv import MULTICAST_OFF, measure_env
 
-__all__ = ["MULTICAST_OFF", "run_gate"]
+__all__ = ["MULTICAST_OFF", "check_own_results", "run_gate"]
+
+_OWN_RESULT_KEYS = ("median_step_s", "log_median_step_s", "mfu_pct", "tokens_per_s", "world_size")
+"""Numbers a run's own result file may state; each must equal the driver's from the log."""
+_OWN_RESULT_REL = 1e-6
+"""Relative difference above which a run's own number disagrees with its log's (the
+record contract prints floats with full precision; this only absorbs rounding)."""
+_DISK_RESERVE_BYTES = 1 << 20
+"""Space the driver holds back for its last writes on a full disk (``disk_reserve``)."""
 
 logger = logging.getLogger(__name__)
 
 class _GateFailed(Exception):
     pass
+
+
+def check_own_results(files: list[Path], fields: dict[str, Any], log_name: str) -> str | None:
+    """Compare the result files a run wrote itself with what its log says.
+
+    A run's own files are input to check, never evidence: a file that is not JSON, or
+    states a number of :data:`_OWN_RESULT_KEYS` other than the one measured from the log,
+    fails the run.
+
+    Args:
+        files: Candidate own-result files (``GatePaths.run_own_results``); missing ones
+            are skipped.
+        fields: The run's measured fields, from its log.
+        log_name: The log as the reason names it (``runs/01-X.log``).
+
+    Returns:
+        The reason naming the file, its value and the log's value, or None.
+    """
+    import json
+    import math
+
+    for path in files:
+        try:
+            if not path.is_file() or path.is_symlink():
+                continue
+            claimed = json.loads(path.read_bytes()[: 1 << 20])
+        except (OSError, ValueError) as exc:
+            return f"its own result file {path.parent.name}/{path.name} is unreadable ({exc})"
+        if not isinstance(claimed, dict):
+            continue
+        for key in _OWN_RESULT_KEYS:
+            mine, logged = claimed.get(key), fields.get("median_step_s" if key == "log_median_step_s" else key)
+            if mine is None or not isinstance(mine, (int, float)) or isinstance(mine, bool):
+                continue
+            if logged is None or not math.isclose(float(mine), float(logged), rel_tol=_OWN_RESULT_REL):
+                return (f"its own result file {path.parent.parent.name}/{path.parent.name}/{path.name} "
+                        f"says {key}={mine!r} but its log {log_name} says {logged!r}")
+    return None
 
 
 def _now() -> str:
@@ -65,7 +130,12 @@ class _Driver:
         self.policy = RunEnvPolicy.from_plan(plan.run_env)
         self.paths: GatePaths = plan.paths
         self.paths.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.paths.runs_dir.chmod(0o700)  # logs and results: the service's only
+        self.paths.out_root.mkdir(parents=True, exist_ok=True)
         self.run_as_env: dict[str, str] = {}
+        self.result_digests: dict[Path, str] = {}
+        """SHA-256 of every result file this driver wrote (checked after every run)."""
+        self._reserve_disk()
         self.under_slurm = plan.executor == "slurm" and "SLURM_JOB_ID" in os.environ
         self.job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
         self.hostnames = self._hostnames()
@@ -96,6 +166,39 @@ class _Driver:
                 return names
         return [socket.gethostname()]
 
+    def _reserve_disk(self) -> None:
+        try:
+            fd = os.open(self.paths.disk_reserve, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, _DISK_RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError:
+            self.paths.disk_reserve.unlink(missing_ok=True)
+
+    def _release_disk(self) -> None:
+        self.paths.disk_reserve.unlink(missing_ok=True)
+
+    def _write_result(self, path: Path, obj: dict[str, Any]) -> None:
+        """Write one of the driver's result files and remember its digest."""
+        import hashlib
+
+        write_json_atomic(path, obj)
+        self.result_digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def _check_evidence(self, after: str) -> None:
+        """Fail the gate if a result file the driver wrote changed since (a run wrote it)."""
+        import hashlib
+
+        for path, digest in self.result_digests.items():
+            try:
+                now = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                now = "missing"
+            if now != digest:
+                raise _GateFailed(f"{path.relative_to(self.paths.root)} changed after the driver wrote "
+                                  f"it (found while {after} ended): a run wrote into the driver's files")
+
     def _save_status(self, **update: Any) -> None:
         self.status.update(update)
         write_json_atomic(self.paths.status, self.status)
@@ -110,10 +213,15 @@ class _Driver:
 
     def _step(self, argv: list[str], env: dict[str, str], cwd: Path, log_path: Path,
               deadline_s: float, on_line=None, spawn=None):
+        server = getattr(self, "fork_server", None)
         step = run_step(argv, env=env, cwd=cwd, log_path=log_path, deadline_s=deadline_s,
                         max_log_bytes=self.plan.max_log_bytes, pgid_file=self.paths.active_pgid,
                         cancel_reason=lambda: self.cancel_reason, on_line=on_line, spawn=spawn,
-                        run_as=self.policy.run_as_user)
+                        run_as=self.policy.run_as_user,
+                        log_name=str(log_path.relative_to(self.paths.root)),
+                        spawn_pid=server.pid if (spawn is not None and server is not None) else None)
+        if step.log_write_error:
+            self._release_disk()  # room for the results and status.json that say so
         if self.under_slurm and step.exit_code in (128 + signal.SIGUSR2, -signal.SIGUSR2):
             self._on_signal(signal.SIGUSR2, None)  # Slurm signals the steps too, maybe first
             raise Cancelled(self.cancel_reason)
@@ -175,14 +283,19 @@ class _Driver:
             {"index": choice.index, **record, "master_port": choice.port, "busy_ports": choice.busy})
         return env
 
-    def _base_env(self, side_env: dict[str, str], source_dir: Path | None, run=False) -> dict[str, str]:
+    def _base_env(self, side_env: dict[str, str], source_dir: Path | None, run=False,
+                  compile_cache: Path | None = None, home: Path | None = None) -> dict[str, str]:
         """A step's environment (:func:`~orchestrator.executors.runenv.step_env`): never the
         whole allocation's environment; secrets resolved here; a run gets the gate's rule."""
         from orchestrator.executors.runenv import step_env
 
+        run_as_env = dict(self.run_as_env)
+        if self.run_as_env and home is not None:
+            run_as_env.update(HOME=str(home), TMPDIR=str(home / "tmp"))
         try:
             return step_env(os.environ, self.policy, preamble=self._preamble(), side_env=side_env,
-                            compile_cache=self.paths.compile_cache, run_as_env=self.run_as_env,
+                            compile_cache=compile_cache or self.paths.compile_cache,
+                            run_as_env=run_as_env,
                             python_root=str(source_dir or self.plan.project_root),
                             measure=measure_env(self.plan) if run else None)
         except KeyError as exc:
@@ -216,8 +329,14 @@ class _Driver:
         if self.under_slurm and self.plan.nodes > 1:
             # One health process per node; each spawns its local ranks.
             argv = [*srun_prefix(self.plan.nodes, 1), *argv, "--nodes", ",".join(self.hostnames)]
-        step = self._step(argv, self._base_env({}, None), self.paths.root, log_path,
-                          float(spec.get("timeout_s", 300)))
+        home = self.paths.run_home / tag
+        if self.policy.run_as_user:
+            lease_folders(self.policy.run_as_user, [home, home / "tmp"])
+        try:
+            step = self._step(argv, self._base_env({}, None, home=home), self.paths.root, log_path,
+                              float(spec.get("timeout_s", 300)))
+        finally:
+            seal_folders(self.policy.run_as_user, [home])
         verdict, reason, facts, checks = "failed", step.error, {}, []
         try:
             parsed = parse_log_file(log_path)
@@ -232,7 +351,7 @@ class _Driver:
         except Exception as exc:  # malformed health output is a failed health gate
             reason = f"health output unreadable: {exc}"
         sha, size = hash_file(log_path)
-        write_json_atomic(self.paths.health_result(tag), {
+        self._write_result(self.paths.health_result(tag), {
             "exit_code": step.exit_code, "verdict": verdict, "reason": reason, "wall_s": step.wall_s,
             "allocation": facts, "checks": checks, "log_sha256": sha, "log_size_bytes": size,
         })
@@ -248,7 +367,7 @@ class _Driver:
             trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
             if self.under_slurm:
                 return [*srun_prefix(plan.nodes * plan.ranks_per_node, plan.ranks_per_node),
-                        plan.python, *trainer]
+                        *reaper_prefix(plan.python), plan.python, *trainer]
             return [plan.python, "-m", "torch.distributed.run", "--nnodes=1",
                     f"--nproc_per_node={plan.ranks_per_node}", "--master_addr", "{MASTER_ADDR}",
                     "--master_port", "{MASTER_PORT}", *trainer]
@@ -262,19 +381,28 @@ class _Driver:
             "nproc": str(plan.nodes * plan.ranks_per_node),
             "nnodes": str(plan.nodes),
             "nproc_per_node": str(plan.ranks_per_node),
-            "out_dir": str(self.paths.runs_dir),
+            "out_dir": str(self.paths.run_out(order, role)),
         }
         return command_argv(plan.workload.get("launch", "per_node"),
                             [_substitute(arg, values) for arg in plan.workload["command"]],
                             under_slurm=self.under_slurm, nodes=plan.nodes,
                             ranks_per_node=plan.ranks_per_node, python=plan.python,
-                            master=("{MASTER_ADDR}", "{MASTER_PORT}"))
+                            master=("{MASTER_ADDR}", "{MASTER_PORT}"),
+                            wrap=reaper_prefix(plan.python))
+
+    def _run_folders(self, order: int, role: str, side: str) -> tuple[Path, Path, Path | None]:
+        """The run's own folders: output (``{out_dir}``), home and, under ``run_as_user``,
+        its side's compile cache (shared by a side's runs only)."""
+        cache = self.paths.side_compile_cache(side) if self.policy.run_as_user else None
+        return self.paths.run_out(order, role), self.paths.run_home_of(order, role), cache
 
     def _attempt(self, order: int, role: str, side: str, source_dir: Path | None):
         """Start one run's process and wait for it: (step, stream, argv, launch, env)."""
         plan = self.plan
         log_path = self.paths.run_log(order, role)
-        env = self._base_env(plan.sides[side].get("env", {}), source_dir, run=True)
+        out, home, cache = self._run_folders(order, role, side)
+        env = self._base_env(plan.sides[side].get("env", {}), source_dir, run=True,
+                             compile_cache=cache, home=home)
         argv = [a.replace("{MASTER_ADDR}", env["MASTER_ADDR"]).replace("{MASTER_PORT}", env["MASTER_PORT"])
                 for a in self._run_argv(order, role, side, source_dir)]
         write_json_atomic(self.paths.run_started(order, role),
@@ -282,18 +410,21 @@ class _Driver:
         launch_unix = time.time()
         stream = StepStream(self.paths.run_steps(order, role), str(log_path.relative_to(self.paths.root)),
                             parser=run_log_parser(plan))
-        cwd = source_dir or self.paths.root
+        cwd = source_dir or out
         spawn = None
         if plan.workload.get("recipe") and not self.under_slurm:
             spawn = self._fork_spawner(side, source_dir, env, cwd)
             if spawn is not None:
                 argv = ["(fork server)", plan.python, "-m", "trainer", "train", "--recipe",
                         plan.workload["recipe"], *recipe_overrides(self.plan, side)]
+        folders = [f for f in (out, home, cache) if f is not None]
+        lease_folders(self.policy.run_as_user, [*folders, home / "tmp"])
         try:
             step = self._step(argv, env, cwd, log_path, plan.run_timeout_s, on_line=stream,
                               spawn=spawn)
         finally:
             stream.close()
+            seal_folders(self.policy.run_as_user, folders)
         return step, stream, argv, launch_unix, env
 
     def _run(self, order: int, role: str, sources: dict[str, Path | None]) -> dict[str, Any]:
@@ -303,16 +434,19 @@ class _Driver:
         side = "control" if role in ("A", "B") else "candidate"
         source_dir = sources.get(side)
         log_path = self.paths.run_log(order, role)
+        log_name = str(log_path.relative_to(self.paths.root))
         log_path.unlink(missing_ok=True)
         if plan.health.get("between_runs") and order > 0 and plan.health.get("enabled", True):
             self._health(f"health-{order:02d}")
         started = _now()
         step, stream, argv, launch_unix, env = self._attempt(order, role, side, source_dir)
+        leftovers = list(step.leftovers) + (reaper_leftovers(log_path) if self.under_slurm else [])
         collision = step.error and port_collision(log_path)
         if collision:
             first = env["MASTER_PORT"]
             log_path.rename(log_path.with_suffix(".attempt1.log"))
             step, stream, argv, launch_unix, env = self._attempt(order, role, side, source_dir)
+            leftovers += step.leftovers + (reaper_leftovers(log_path) if self.under_slurm else [])
             self.status["timeline"].append({"phase": "port_retry", "order": order, "role": role,
                                             "port": int(first), "retry_port": int(env["MASTER_PORT"]),
                                             "retry_error": step.error})
@@ -321,9 +455,17 @@ class _Driver:
                               f"{env['MASTER_PORT']} were in use or failed ({step.error})")
         exit_unix = time.time()
         outcome, error = measure_stream(plan, stream, step.error)
+        if error is None:
+            error = check_own_results(self.paths.run_own_results(order, role), outcome.get("fields") or {},
+                                      log_name)
+            if error is not None:
+                outcome = {**outcome, "status": "failed", "error": error}
         phases = run_phases(outcome.get("fields") or {}, launch_unix, exit_unix)
         sha, size = hash_file(log_path)
-        write_json_atomic(self.paths.run_result(order, role), {
+        contained = {"count": len(leftovers), "processes": leftovers[:50],
+                     "containment": (step.containment or "none") + (" + per-task reaper in the srun step"
+                                                        if self.under_slurm else "")}
+        self._write_result(self.paths.run_result(order, role), {
             "order": order, "role": role, "side": side, "exit_code": step.exit_code,
             "status": "failed" if error else "succeeded", "error": error,
             "started_at": started, "ended_at": _now(), "wall_s": step.wall_s,
@@ -333,11 +475,15 @@ class _Driver:
             "source_dir": str(source_dir) if source_dir else None,
             "source_sha": (plan.sides[side].get("source") or {}).get("sha"),
             "log_sha256": sha, "log_size_bytes": size, "outcome": outcome,
+            "leftovers": contained,
         })
         # Wall time from launch (including a wait for the fork server) to exit.
         self.status["timeline"].append({"phase": "run", "order": order, "role": role,
                                         "wall_s": exit_unix - launch_unix, **phases})
+        if leftovers:
+            self.status.setdefault("leftovers", []).append({"order": order, "role": role, **contained})
         self._save_status()
+        self._check_evidence(f"run {order} ({role})")
         if error:
             raise _GateFailed(f"run {order} ({role}) failed: {error}")
         return outcome["fields"]

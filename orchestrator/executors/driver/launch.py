@@ -19,7 +19,8 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LAUNCH_MODES", "PortChoice", "choose_port", "command_argv", "port_collision"]
+__all__ = ["LAUNCH_MODES", "PortChoice", "choose_port", "command_argv", "port_collision", "reaper_prefix",
+           "reaper_leftovers"]
 
 LAUNCH_MODES = ("per_node", "per_rank", "batch")
 
@@ -33,8 +34,15 @@ def srun_prefix(ntasks: int, per_node: int) -> list[str]:
             "--export=ALL"]
 
 
+def reaper_prefix(python: str) -> list[str]:
+    """What every task of a run's ``srun`` step starts with: the per-task reaper
+    (``driver/reaper.py``), which kills what the task leaves behind."""
+    return [python, str(Path(__file__).with_name("reaper.py")), "--"]
+
+
 def command_argv(mode: str, argv: list[str], *, under_slurm: bool, nodes: int,
-                 ranks_per_node: int, python: str, master: tuple[str, str]) -> list[str]:
+                 ranks_per_node: int, python: str, master: tuple[str, str],
+                 wrap: list[str] | None = None) -> list[str]:
     """The argv that starts a user command in launch mode ``mode``.
 
     Args:
@@ -45,6 +53,7 @@ def command_argv(mode: str, argv: list[str], *, under_slurm: bool, nodes: int,
         ranks_per_node: Ranks per node.
         python: Interpreter for the local ``per_rank`` launcher.
         master: (MASTER_ADDR, MASTER_PORT) of the step.
+        wrap: Put before ``argv`` in every ``srun`` task (:func:`reaper_prefix`).
 
     Raises:
         ValueError: Unknown mode.
@@ -55,8 +64,8 @@ def command_argv(mode: str, argv: list[str], *, under_slurm: bool, nodes: int,
         return list(argv)
     if under_slurm:
         if mode == "per_node":
-            return [*srun_prefix(nodes, 1), *argv]
-        return [*srun_prefix(nodes * ranks_per_node, ranks_per_node), *argv]
+            return [*srun_prefix(nodes, 1), *(wrap or []), *argv]
+        return [*srun_prefix(nodes * ranks_per_node, ranks_per_node), *(wrap or []), *argv]
     if mode == "per_node":
         return list(argv)
     return [python, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={ranks_per_node}",
@@ -117,3 +126,26 @@ def port_collision(log_path: Path) -> bool:
             return bool(_COLLISION_RE.search(fh.read().decode("utf-8", "replace")))
     except OSError:
         return False
+
+
+def reaper_leftovers(log_path: Path) -> list[dict]:
+    """The processes the per-task reapers of a step killed, from their lines in the log's
+    tail (``# axbgate-reaper {json}``); each as ``{"pid", "command", "host"?}``."""
+    import json
+
+    from orchestrator.executors.driver.reaper import MARKER
+
+    found: list[dict] = []
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, log_path.stat().st_size - 4 * _TAIL_BYTES))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return found
+    for line in tail.splitlines():
+        if line.startswith(MARKER):
+            try:
+                found += [p for p in json.loads(line[len(MARKER):])["leftovers"] if isinstance(p, dict)]
+            except (ValueError, KeyError, TypeError):
+                continue
+    return found
