@@ -123,21 +123,66 @@
         ctx.restore();
       }]
     };
+    hooks.setCursor = [function (u) { readout(el, u, s); }];
     var opts = {
       width: width(el), height: 340,
       scales: { x: { time: false }, y: { auto: false, range: yr } },
       axes: [{ label: overlay ? "step within run" : "step (runs in order)" }, { label: "step time (ms)", size: 70 }],
       series: s.series,
+      legend: { show: false },  // one entry per role below, not one per run and median
       cursor: { drag: { x: true, y: true, uni: 30 } },
       hooks: hooks
     };
     var u = mount(el, el.id, opts, s.cols, s.runs.length);
+    stepLegend(el, s.runs, band);
     el.dataset.numWarmupBands = String(s.runs.filter(function (r) { return r.num_warmup_steps > 0 && r.steps_s.length > 0; }).length);
     el.dataset.numMedians = String(s.runs.filter(function (r) { return finite(r.median_s); }).length);
     el.dataset.yMinMs = String(yr[0]);
     el.dataset.yMaxMs = String(yr[1]);
     el.dataset.mode = overlay ? "overlay" : "series";
     return u;
+  }
+
+  // The short legend of the per-step plot: one entry per role present, the run medians,
+  // the warmup shading and the decision band (never one entry per run or step).
+  function stepLegend(el, runs, band) {
+    var id = el.id + "-legend";
+    var box = document.getElementById(id);
+    if (!box) {
+      box = document.createElement("div");
+      box.id = id;
+      box.className = "plot-legend";
+      el.parentNode.insertBefore(box, el.nextSibling);
+    }
+    var names = { A: "control A", B: "control B", X: "candidate X" };
+    var roles = [];
+    runs.forEach(function (r) { if (roles.indexOf(r.role) < 0) { roles.push(r.role); } });
+    var html = roles.map(function (role) {
+      return '<span class="legend-entry" data-role="' + role + '"><span class="swatch" style="border-color:' +
+        (ROLE_COLORS[role] || "#555") + '"></span>' + (names[role] || role) + "</span>";
+    });
+    html.push('<span class="legend-entry"><span class="swatch dashed" style="border-color:#555"></span>run median (measured steps)</span>');
+    html.push('<span class="legend-entry"><span class="swatch box" style="background:rgba(128,128,128,0.3)"></span>warmup</span>');
+    if (band) {
+      html.push('<span class="legend-entry"><span class="swatch box" style="background:rgba(255,193,7,0.4)"></span>control midpoint &plusmn; decision band</span>');
+    }
+    html.push('<span class="readout" id="' + el.id + '-readout"></span>');
+    box.innerHTML = html.join("");
+    el.dataset.numLegendEntries = String(box.querySelectorAll(".legend-entry").length);
+  }
+
+  // Hover readout of the per-step plot: the run and step under the cursor with its time.
+  function readout(el, u, s) {
+    var out = document.getElementById(el.id + "-readout");
+    var i = u.cursor.idx;
+    if (!out) { return; }
+    if (i == null) { out.textContent = ""; return; }
+    var parts = [];
+    for (var k = 0; k < s.runs.length; k++) {
+      var v = u.data[k + 1][i];
+      if (finite(v)) { parts.push(s.runs[k].label + ": " + v.toFixed(3) + " ms"); }
+    }
+    out.textContent = "step " + i + (parts.length ? " \u2013 " + parts.join(", ") : "");
   }
 
   // ---- history of gates (family / recipe / topology) -----------------------------------
