@@ -51,7 +51,7 @@ def _identity(row: tuple) -> dict[str, Any]:
 
 def identity_label(identity: dict[str, Any]) -> str:
     """A short name of a control identity: recipe or command, topology, steps, GPU, e.g.
-    ``recipe ltx2 · 1 x 8 GPUs · 3+6 steps · NVIDIA H200``."""
+    ``recipe ltx2 · 1 x 8 GPUs · 3+6 steps · NVIDIA H200 · clock bin 1980``."""
     workload = identity.get("workload") or {}
     if identity.get("recipe") or workload.get("recipe"):
         what = f"recipe {identity.get('recipe') or workload.get('recipe')}"
@@ -68,6 +68,8 @@ def identity_label(identity: dict[str, Any]) -> str:
     parts.append(f"{warmup}+{measured} steps")
     if identity.get("gpu_model"):
         parts.append(str(identity["gpu_model"]))
+    if identity.get("clock_bin"):
+        parts.append(f"clock bin {identity['clock_bin']}")
     return " \u00b7 ".join(parts)
 
 

@@ -133,18 +133,18 @@ def decision_band(policy: str | None, numbers: dict[str, Any]) -> DecisionBand:
     elif policy == "sequential":
         neutral = float(params.get("neutral_band_pct") or 0.0)
         half = max(neutral, min_effect)
-        label = (f"sequential: neutral when the interval lies within +-{neutral:g} % "
-                 f"(neutral_band_pct); accept/reject when it clears +-{min_effect:g} % (min_effect_pct)")
+        label = (f"sequential: neutral when the interval lies within \u00b1{neutral:g} % "
+                 f"(neutral_band_pct); accept/reject when it clears \u00b1{min_effect:g} % (min_effect_pct)")
         margin = min_effect
     else:
         mde = numbers.get("mde_pct")
         half = max(min_effect, float(mde) if _finite(mde) else 0.0)
-        label = (f"{policy or 'policy'}: accept/reject when the interval clears +-{min_effect:g} % "
+        label = (f"{policy or 'policy'}: accept/reject when the interval clears \u00b1{min_effect:g} % "
                  f"(min_effect_pct); effects below the MDE {half:.3f} % are not resolved")
         margin = min_effect
     if not (half > 0):
         half = float(params.get("tolerance_pct") or 0.5) or 0.5
-        label += f" (band: +-{half:g} % tolerance_pct)"
+        label += f" (band: \u00b1{half:g} % tolerance_pct)"
     return DecisionBand(low_pct=-half, high_pct=half, accept_below_pct=-margin,
                         reject_above_pct=margin, label=label)
 

@@ -205,8 +205,9 @@
   function paddedTimeScale(xs) {
     var padded = timeRange(xs), dmin = Math.min.apply(null, xs), dmax = Math.max.apply(null, xs);
     return { time: true, range: function (u, min, max) {
-      // Auto-ranging gets the data extremes: pad them; a drag-zoom keeps its own range.
-      return (min == null || (min === dmin && max === dmax)) ? padded : [min, max];
+      // A range covering all the data (auto-ranging, a reset; uPlot widens a single point
+      // by years) is padded; a drag-zoom into part of the data keeps its own range.
+      return (min == null || max == null || max - min >= dmax - dmin) ? padded : [min, max];
     } };
   }
 
@@ -232,17 +233,18 @@
       scales: { x: xs.length ? paddedTimeScale(xs) : { time: true } },
       axes: [{ label: "gate date (local time)" }, { label: "step time (ms)", size: 70 }],
       series: series,
-      hooks: { draw: [function (u) { drawGroupBands(u, pts, groups, tol); drawGroupChangePoints(u, pts, groups); }] }
+      hooks: { draw: [function (u) {
+        drawGroupBands(u, pts, groups, tol);
+        drawGroupChangePoints(u, pts, groups);
+        el.dataset.xMin = String(u.scales.x.min);  // the drawn time range, seconds
+        el.dataset.xMax = String(u.scales.x.max);
+      }] }
     };
     var u = mount(el, el.id, opts, cols, groups.length);
     clickThrough(u, el, pts);
     el.dataset.numGates = String(pts.length);
     el.dataset.numGroups = String(groups.length);
     el.dataset.numChangePoints = String(groups.reduce(function (n, g) { return n + g.change_point_gate_ids.length; }, 0));
-    if (xs.length) {
-      el.dataset.xMin = String(u.scales.x.min);
-      el.dataset.xMax = String(u.scales.x.max);
-    }
     return u;
   }
 
