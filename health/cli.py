@@ -2,12 +2,14 @@
 
 Usage::
 
-    python -m health [--criteria FILE_OR_NAME] [--json] [--nproc N]
+    python -m health [--criteria FILE_OR_NAME] [--json] [--records] [--nproc N]
                      [--nodes H0,H1,...] [--node-rank R] [--job-id ID]
                      [--interface IFACE] [--inject-fault never_join:RANK]
 
-stdout: the table (or, with ``--json``, one JSON object on the first line), then the
-record lines (``AXBGATE_HEALTH`` per check, then ``AXBGATE_ALLOCATION``). Only node 0
+stdout: the table, then the record lines (``AXBGATE_HEALTH`` per check, then
+``AXBGATE_ALLOCATION``); with ``--json`` one JSON object and nothing else; ``--records`` adds
+the record lines after the JSON object (what the gate driver reads) and ``--no-records``
+leaves them out of the table output. Only node 0
 (or, with one Slurm task per GPU, rank 0) prints them; other nodes write their view to
 stderr.
 
@@ -31,7 +33,11 @@ logger = logging.getLogger(__name__)
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="axbgate health", description=__doc__.split("\n\n")[0])
     p.add_argument("--criteria", help="criteria TOML path or shipped name (default: auto)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the "
+                   "table (and nothing else, unless --records)")
+    p.add_argument("--records", action=argparse.BooleanOptionalAction, default=None,
+                   help="also print the AXBGATE_HEALTH/AXBGATE_ALLOCATION record lines "
+                   "(default: with the table, not with --json)")
     p.add_argument("--nproc", type=int, help="ranks on this node (default: GPUs, or 2 on CPU)")
     p.add_argument("--nodes", help="comma-separated hostnames, node 0 first (multi-node "
                    "without Slurm)")
@@ -93,6 +99,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"node {report.node_rank} view:\n{out}\n")
         return _follower_exit(report)
     sys.stdout.write(out + "\n")
-    sys.stdout.write("\n".join(report.to_records()) + "\n")
+    if args.records if args.records is not None else not args.json:
+        sys.stdout.write("\n".join(report.to_records()) + "\n")
     sys.stdout.flush()
     return report.exit_code

@@ -19,7 +19,12 @@ class RunLivePublic(BaseModel):
     num_steps: int
     """Step records stored so far."""
     num_steps_expected: int
-    """Warmup plus measured steps the run is asked for."""
+    """Warmup plus measured steps the run takes under the gate's measurement rule (the fewest
+    while a steady warmup has not settled; a time window at the step time seen so far)."""
+    num_steps_expected_max: int | None = None
+    """The most steps it may take (a steady warmup up to ``max_warmup_steps``)."""
+    position: str | None = None
+    """``run 5 of 6 planned, at most 14`` (1-based)."""
     num_warmup_steps: int
     median_step_s: float | None
     """Run median over the measured steps, seconds (once the run ended)."""
@@ -28,7 +33,7 @@ class RunLivePublic(BaseModel):
     eta_s: float | None
     """Seconds until this run ends: remaining steps x the mean step time (plus the mean
     launch overhead of finished runs for a pending run); 0 when ended, None when unknown."""
-    steps_s: list[float]
+    steps_s: list[float] = []
     """Slowest-rank step times so far, seconds (the first ``max_steps`` of them)."""
 
 
@@ -43,8 +48,20 @@ class GateLivePublic(BaseModel):
     num_steps_done: int
     num_steps_planned: int
     """Steps of the runs planned so far (a sequential gate may add runs)."""
+    num_runs_planned: int = 0
+    """Runs the gate holds now (a sequential gate adds pairs while undecided)."""
+    max_runs: int = 0
+    """Most runs the gate may take (the sequential policy's ``max_runs``, or the pattern plus
+    its ``X B`` extensions)."""
+    position: str | None = None
+    """The running run's ``run 5 of 6 planned, at most 14``, None when none runs."""
+    measurement: str = ""
+    """The gate's measurement rule in words (``run_plan.MeasurementRule.describe``)."""
     eta_s: float | None
     """Seconds until the planned runs end, None while no step time is known."""
+    eta_max_s: float | None = None
+    """Seconds until the gate ends at the latest (every run of its budget), None while no
+    step time is known."""
     midpoint_s: float | None = None
     """Control midpoint of the primary verdict, seconds (decision band of the plot)."""
     threshold_pct: float | None = None

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator import store
 from orchestrator.db.models import Gate
+from orchestrator.domain.decisions import DECISIONS  # what a team may record (re-exported)
 from orchestrator.domain.errors import Conflict, ValidationFailed
 from orchestrator.domain.gate_spec import GateCreate, parse_pattern
 from orchestrator.domain.lifecycle import TERMINAL_GATE_STATUSES, transition
@@ -37,9 +38,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# What a team may record: any timing verdict, or "rerun" (DESIGN.md section 1, decision).
-DECISIONS = ("accept", "reject", "neutral", "inconclusive", "pass", "regression", "improvement",
-             "rerun")
 
 
 _SIDE_MEASURE_KEYS = frozenset({"measure.delay_fraction", "measure.profile_dir"})

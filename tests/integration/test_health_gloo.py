@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def _cli(*args: str, timeout: float = 120) -> tuple[int, dict, list[str]]:
-    proc = subprocess.run([sys.executable, "-m", "health", "--json", *args], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "health", "--json", "--records", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
     first, _, rest = proc.stdout.partition("\n")
     return proc.returncode, json.loads(first), rest.splitlines()

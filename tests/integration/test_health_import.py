@@ -13,7 +13,7 @@ from orchestrator.settings import get_settings
 
 
 def test_health_output_imports_as_allocation_and_checks(tmp_path, capsys):
-    code = main(["health", "--json", "--nproc", "2"])
+    code = main(["health", "--json", "--records", "--nproc", "2"])
     out = capsys.readouterr().out
     assert code == 0, out
     log = tmp_path / "health.log"

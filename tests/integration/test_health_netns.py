@@ -75,7 +75,7 @@ def two_namespaces():
 def test_gloo_all_reduce_across_namespaces(two_namespaces):
     procs = []
     for i, ns in enumerate(NS):
-        cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "health", "--json",
+        cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "health", "--json", "--records",
                "--criteria", "cpu-gloo", "--nproc", "1", "--nodes", ",".join(HOSTS),
                "--node-rank", str(i), "--job-id", f"netns-{TAG}"]
         procs.append(subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,

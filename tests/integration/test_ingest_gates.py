@@ -168,3 +168,47 @@ def test_ctrl_c_of_axbgate_gate_keeps_the_steps_printed(tmp_path):
         assert session.get(Gate, 1).status == "cancelled", err.decode()[-2000:]
     engine.dispose()
     assert len(printed) >= 15 and stored == printed
+
+
+def test_kill_int_cancels_a_gate_started_with_sigint_ignored(tmp_path):
+    """A non-interactive shell starts background jobs with SIGINT ignored (``axbgate gate ...
+    &`` in a script); ``kill -INT`` must still cancel the gate, and the CLI exit (issue 25)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.factories import HARNESS
+
+    settings = get_settings()
+    argv = [str(Path(sys.executable).parent / "axbgate"), "gate", "--command",
+            json.dumps([sys.executable, str(HARNESS), "{warmup_steps}", "{measured_steps}"]),
+            "--control-env", "HARNESS_STEP_MS=10", "--candidate-env", "HARNESS_STEP_MS=10",
+            "--warmup-steps", "2", "--measured-steps", "2000", "--no-health",
+            "--run-timeout-s", "600", "--executor", "local"]
+    proc = subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    log = settings.data_dir / "gates" / "000001" / "runs" / "00-A.log"
+    try:
+        deadline = time.monotonic() + 90
+        while not (log.exists() and log.read_text().count("AXBGATE_STEP") >= 5):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 90
+        while proc.poll() is None:
+            assert time.monotonic() < deadline, "axbgate gate ignored SIGINT"
+            time.sleep(0.2)
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    engine, _ = open_ledger()
+    with Session(engine) as session:
+        gate = session.get(Gate, 1)
+        assert gate.status == "cancelled", err[-2000:]
+        assert gate.status_reason == "cancelled from the CLI (Ctrl-C (SIGINT))"
+    engine.dispose()

@@ -26,7 +26,8 @@ token_app = typer.Typer(help="API tokens with scopes (stored as SHA-256; docs/se
 def health_cmd(ctx: typer.Context) -> None:
     """Run the health gate on this machine or allocation (`axbgate health --help`).
 
-    Options: --criteria FILE|NAME, --json, --nproc N, --nodes H0,H1, --node-rank R,
+    Options: --criteria FILE|NAME, --json (one JSON object only), --records (add the
+    AXBGATE_* record lines), --nproc N, --nodes H0,H1, --node-rank R,
     --job-id ID, --interface IFACE. Exit status 0 healthy/degraded, non-zero failed or hang.
     """
     from health.cli import main as health_main

@@ -157,9 +157,11 @@ def remote_call(method: str, path: str, **kwargs: Any) -> Any:
         fail(f"cannot reach {current.server_url}: {exc}")
     if resp.status_code >= 400:
         try:
-            detail = "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
-                for d in resp.json()["detail"]
+            body = resp.json()["detail"]
+            detail = body if isinstance(body, str) else "; ".join(
+                (f"{'.'.join(str(p) for p in d.get('loc') or [])}: " if d.get("loc") else "")
+                + str(d.get("msg"))
+                for d in body
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             detail = resp.text[:500]

@@ -10,7 +10,7 @@ from typing import Any
 
 from orchestrator.app.cli.common import print_verdict, rich_text, settings
 
-__all__ = ["follow_gate", "follow_gate_remote", "print_gate", "track_run"]
+__all__ = ["follow_gate", "follow_gate_remote", "live_info", "print_gate", "track_run"]
 
 _ENDED = ("succeeded", "failed", "cancelled", "skipped")
 
@@ -44,12 +44,34 @@ def track_run(progress, tasks: dict[int, Any], *, order: int, role: str | None, 
     progress.update(task_id, completed=completed, info=info)
 
 
+def live_info(run, state) -> str:
+    """Text after one run's bar: its state, its place in the run budget while it runs (``run
+    5 of 6 planned, at most 14``), the ETA of the gate, and its median once measured.
+
+    Args:
+        run: A ``RunLivePublic``.
+        state: The gate's ``GateLivePublic``.
+    """
+    if run.median_step_s is not None:
+        return f"{run.status} median {run.median_step_s * 1e3:.3f} ms"
+    if run.status != "running":
+        return run.status
+    text = f"running ({run.position})" if run.position else "running"
+    if run.num_steps_expected_max and run.num_steps_expected_max > run.num_steps_expected:
+        text += f", {run.num_steps_expected}-{run.num_steps_expected_max} steps"
+    if state.eta_s is not None:
+        text += f", ETA {state.eta_s:.0f} s"
+        if state.eta_max_s is not None and state.eta_max_s > state.eta_s + 0.5:
+            text += f" (at most {state.eta_max_s:.0f} s with {state.max_runs} runs)"
+    return text
+
+
 _CANCEL_WAIT_S = 60.0
 """How long Ctrl-C waits for the driver to stop so the steps its run printed are kept."""
 
 
 class _Signalled(KeyboardInterrupt):
-    """SIGTERM or SIGHUP reached the CLI: handled like Ctrl-C (the gate is cancelled)."""
+    """SIGINT, SIGTERM or SIGHUP reached the CLI: the followed gate is cancelled."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -60,17 +82,29 @@ def _raise_signalled(signum: int, _frame: Any) -> None:
     raise _Signalled(signum)
 
 
+_CANCELLING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Installed explicitly: a non-interactive shell starts a background job with SIGINT
+ignored, and Python then leaves it ignored, so ``kill -INT`` would do nothing."""
+
+
 @contextlib.contextmanager
 def cancel_on_signals():
-    """Within the block, SIGTERM and SIGHUP raise :class:`_Signalled` (a KeyboardInterrupt),
-    so ``kill``, a closed terminal or a batch system's stop cancel a followed gate just as
-    Ctrl-C does; the previous handlers come back afterwards."""
-    previous = {sig: signal.signal(sig, _raise_signalled) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    """Within the block, SIGINT (Ctrl-C or ``kill -INT``, even when the CLI was started with
+    SIGINT ignored), SIGTERM and SIGHUP raise :class:`_Signalled` (a KeyboardInterrupt), so a
+    key press, ``kill``, a closed terminal or a batch system's stop cancel a followed gate
+    alike; the previous handlers come back afterwards."""
+    previous = {sig: signal.signal(sig, _raise_signalled) for sig in _CANCELLING_SIGNALS}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _how(exc: KeyboardInterrupt) -> str:
+    """``Ctrl-C (SIGINT)``, ``SIGTERM`` or ``SIGHUP``: what stopped the CLI, for the reason."""
+    name = exc.name if isinstance(exc, _Signalled) else "SIGINT"
+    return "Ctrl-C (SIGINT)" if name == "SIGINT" else name
 
 
 def _cancelled_steps_kept(current, gate_id: int, cancelled_at: float) -> bool:
@@ -93,6 +127,7 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
     from orchestrator.db.session import session_scope
     from orchestrator.runtime.gates import dispatch_pass, poll_pass
     from orchestrator.usecases import gates as use_cases
+    from orchestrator.usecases.live import gate_live
 
     dispatch_pass(engine, current, gate_ids=[gate_id])
     tasks: dict[int, Any] = {}
@@ -104,14 +139,14 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
             try:
                 poll_pass(engine, current, gate_ids=[gate_id])
                 with session_scope(engine) as session:
-                    state = use_cases.get_gate_progress(session=session, gate_id=gate_id)
+                    state = gate_live(session=session, gate_id=gate_id, max_steps=5000,
+                                      data_dir=current.data_dir)
                 if state.status == "queued":  # another local gate holds this machine
                     dispatch_pass(engine, current, gate_ids=[gate_id])
                 for run in state.runs:
-                    info = run.status if run.median_step_s is None else (
-                        f"{run.status} median {run.median_step_s * 1e3:.3f} ms")
                     track_run(progress, tasks, order=run.order, role=run.role, status=run.status,
-                              total=state.num_steps_per_run, completed=run.num_steps, info=info)
+                              total=run.num_steps_expected, completed=run.num_steps,
+                              info=live_info(run, state))
                 if state.status in ("succeeded", "failed", "cancelled") and (
                         not cancelled or _cancelled_steps_kept(current, gate_id, cancelled_at)):
                     break
@@ -120,7 +155,7 @@ def follow_gate(engine, current, gate_id: int, *, quiet: bool, poll_s: float = 1
                 if cancelled:
                     raise
                 cancelled, cancelled_at = True, time.monotonic()
-                how = exc.name if isinstance(exc, _Signalled) else "Ctrl-C"
+                how = _how(exc)
                 with session_scope(engine) as session:
                     use_cases.cancel_gate(session=session, gate_id=gate_id,
                                           reason=f"cancelled from the CLI ({how})")
@@ -143,6 +178,8 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from orchestrator.schemas.live import GateLivePublic
+
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                         TimeElapsedColumn(), disable=quiet)
     tasks: dict[int, Any] = {}
@@ -151,12 +188,12 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
         while True:
             try:
                 view = call("GET", f"/gates/{gate_id}")
-                total = view["num_warmup_steps"] + view["num_measured_steps"]
-                for run in view["runs"]:
-                    median = run.get("median_step_s")
-                    info = run["status"] if median is None else f"{run['status']} median {median * 1e3:.3f} ms"
-                    track_run(progress, tasks, order=run["order"], role=run["role"], status=run["status"],
-                              total=total, completed=run.get("num_series_steps") or 0, info=info)
+                # the gate page's live JSON: step counts under the gate's measurement rule
+                state = GateLivePublic.model_validate(call("GET", f"/ledger/gates/{gate_id}/live"))
+                for run in state.runs:
+                    track_run(progress, tasks, order=run.order, role=run.role, status=run.status,
+                              total=run.num_steps_expected, completed=run.num_steps,
+                              info=live_info(run, state))
                 if view["status"] in ("succeeded", "failed", "cancelled"):
                     return view
                 time.sleep(poll_s)
@@ -164,11 +201,21 @@ def follow_gate_remote(call, gate_id: int, *, quiet: bool, poll_s: float = 1.0):
                 if cancelled:
                     raise
                 cancelled = True
-                how = exc.name if isinstance(exc, _Signalled) else "Ctrl-C"
+                how = _how(exc)
                 call("POST", f"/gates/{gate_id}/cancel", json={"reason": f"cancelled from the CLI ({how})"})
 
 
-def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
+def print_gate(gate, report: dict[str, Any], ledger: str | None = None, allocation=None) -> None:
+    """Print a gate's final summary: runs, measurement rule and run budget, allocation (job
+    id, nodes, health verdict), verdicts and how they disagree, wall time and where its
+    ledger and logs are.
+
+    Args:
+        gate: A ``GatePublic``.
+        report: ``gates.gate_overhead`` (``{}`` when not known).
+        ledger: The ledger's database URL (shown masked), or None.
+        allocation: The gate's ``AllocationPublic``, or None.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -184,8 +231,16 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
                       else str(len(run.slowest_rank_step_s)),
                       rich_text((run.error or "")[:60]))
     console.print(table)
-    from orchestrator.app.cli.report import design_lines, window_line
+    from orchestrator.app.cli.report import (
+        allocation_line,
+        design_lines,
+        measurement_line,
+        window_line,
+    )
 
+    console.print(rich_text(measurement_line(gate)))
+    console.print(rich_text(allocation_line(allocation, executor=gate.executor,
+                                            job_ref=gate.job_ref)))
     for line in design_lines(gate):
         console.print(rich_text(line))
     if (wl := window_line(report)) is not None:
@@ -200,14 +255,10 @@ def print_gate(gate, report: dict[str, Any], ledger: str | None = None) -> None:
         print_verdict(v.numbers)
         if v.is_primary:
             primary = v
-    others = [v for v in gate.verdicts if not v.is_primary and primary and v.verdict != primary.verdict]
-    for v in others:
-        console.print(
-            f"[bold yellow]policies disagree:[/] {primary.policy}={primary.verdict}, "
-            f"{v.policy}={v.verdict}. A single A X B under the drift rule accepts ~20% of "
-            "candidates with no true effect (README, Verdicts); re-run with a longer pattern "
-            "or more measured steps before adopting."
-        )
+    from orchestrator.usecases.verdict_briefs import disagreement_text
+
+    if text := disagreement_text(gate.verdicts):
+        console.print(f"[bold yellow]{rich_text(text)}[/]")
     if primary is not None:
         from orchestrator.verdict import plain_sentence
 

@@ -33,16 +33,41 @@ from orchestrator.domain.gate_spec import GateCreate
 __all__ = ["build_gate_request", "register"]
 
 
+def _pattern_help() -> str:
+    """The ``--pattern`` help, with the defaults the code applies (never hard-coded)."""
+    from orchestrator.verdict import get_policy, initial_roles
+
+    first = " ".join(initial_roles(get_policy("sequential")))
+    fixed = GateCreate.model_fields["run_pattern"].default
+    return (f"Run pattern. Default: '{first}' under the sequential policy (the default; it "
+            f"extends the pattern while undecided and plans its own order), '{fixed}' under "
+            "--policy drift or ratio-ci (e.g. 'A X B X A').")
+
+
+_PATTERN_HELP = _pattern_help()
+
+
 def build_gate_request(*, spec_file: Path | None, overrides: dict[str, Any]) -> GateCreate:
     """Merge a JSON/TOML spec file with command-line values into a validated request.
 
     Raises:
-        ValueError: The file cannot be read or the merged request is invalid; the message
-            names every bad field.
+        ValueError: The file is missing or cannot be read (``--spec: ...``), or the merged
+            request is invalid; the message names every bad field.
     """
     data: dict[str, Any] = {}
     if spec_file is not None:
-        text = spec_file.read_text()
+        try:
+            text = spec_file.read_text()
+        except FileNotFoundError:
+            raise ValueError(f"--spec: file {spec_file} not found; give the path of a gate "
+                             "request as JSON or TOML (GateCreate, docs/server.md)") from None
+        except IsADirectoryError:
+            raise ValueError(f"--spec: {spec_file} is a folder; give the path of a gate "
+                             "request as JSON or TOML (GateCreate)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ValueError(f"--spec: cannot read {spec_file} ({reason}); give a readable "
+                             "JSON or TOML file") from None
         if spec_file.suffix not in (".json", ".toml"):
             raise ValueError(f"{spec_file}: the spec must be a .json or .toml file")
         if spec_file.suffix == ".toml":
@@ -86,7 +111,7 @@ def gate_cmd(
     candidate_env: Annotated[list[str], typer.Option(help="Candidate env NAME=VALUE (repeat).")] = [],
     control_override: Annotated[list[str], typer.Option(help="Control recipe section.key=value.")] = [],
     candidate_override: Annotated[list[str], typer.Option(help="Candidate recipe section.key=value.")] = [],
-    pattern: Annotated[str | None, typer.Option(help="Run pattern (default 'A X B'; e.g. 'A X B X A').")] = None,
+    pattern: Annotated[str | None, typer.Option(help=_PATTERN_HELP)] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Warmup steps per run (default 10).")] = None,
     measured_steps: Annotated[int | None, typer.Option(help="Measured steps per run (default 20).")] = None,
     warmup_mode: Annotated[str | None, typer.Option(help="fixed (default) or steady: warmup ends when the step time settles.")] = None,
@@ -218,7 +243,7 @@ def _gate_remote(gate_in, *, no_wait: bool, as_json: bool) -> None:
     if as_json:
         echo_json(gate.model_dump(mode="json"))
     else:
-        print_gate(gate, {})
+        print_gate(gate, {}, allocation=_allocation_of(view))
     if gate.status != "succeeded":
         raise typer.Exit(1)
 
@@ -256,7 +281,8 @@ def watch_cmd(
 
         view = follow_gate_remote(remote_call, gate_id, quiet=as_json)
         gate = GatePublic.model_validate(view)
-        echo_json(gate.model_dump(mode="json")) if as_json else print_gate(gate, {})
+        echo_json(gate.model_dump(mode="json")) if as_json else print_gate(
+            gate, {}, allocation=_allocation_of(view))
         if gate.status != "succeeded":
             raise typer.Exit(1)
         return
@@ -273,12 +299,22 @@ def watch_cmd(
     _show_gate(engine, gate_id, as_json)
 
 
+def _allocation_of(view: dict[str, Any]):
+    """The ``AllocationPublic`` of a ``GET /gates/{id}`` answer, or None."""
+    from orchestrator.schemas.runs import AllocationPublic
+
+    raw = view.get("allocation") if isinstance(view, dict) else None
+    return AllocationPublic.model_validate(raw) if raw else None
+
+
 def _show_gate(engine, gate_id: int, as_json: bool) -> None:
     from orchestrator.db.session import session_scope
     from orchestrator.usecases import gates as use_cases
+    from orchestrator.usecases import views
 
     with session_scope(engine) as session:
         gate = use_cases.get_gate(session=session, gate_id=gate_id)
+        allocation = views.get_gate_view(session=session, gate_id=gate_id).allocation
         report = use_cases.gate_overhead(session=session, gate_id=gate_id,
                                          data_dir=settings().data_dir)
     if as_json:
@@ -289,7 +325,7 @@ def _show_gate(engine, gate_id: int, as_json: bool) -> None:
         from orchestrator.executors.plan import GatePaths
 
         report = {**report, "gate_dir": str(GatePaths.of(settings().data_dir, gate_id).root)}
-        print_gate(gate, report, ledger=settings().database_url)
+        print_gate(gate, report, ledger=settings().database_url, allocation=allocation)
     if gate.status != "succeeded":
         raise typer.Exit(1)
 

@@ -21,8 +21,9 @@ from orchestrator.app.cli.common import (
     remote_call,
     rich_text,
 )
+from orchestrator.domain.decisions import DECISIONS
 
-__all__ = ["ledger_table", "register"]
+__all__ = ["ledger_columns", "ledger_table", "register"]
 
 
 def _gate_view(gate_id: int):
@@ -89,7 +90,10 @@ def ledger(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """List gates newest first: result (verdict, or state while not judged), candidate and
-    control commits, delta and drift in percent, decision. Fits 80 columns; --wide shows all.
+    control commits, delta and drift in percent, decision. At a narrow terminal (80 columns,
+    or piped) the columns that do not fit are left out, least wanted first; gate id, result
+    and delta always show in full. --wide adds kind, topology, delta in ms and eligibility,
+    never cut when piped.
 
     Example: axbgate ledger --family attention --limit 20
     """
@@ -110,7 +114,9 @@ def ledger(
         return
     from rich.console import Console
 
-    Console().print(ledger_table(page, wide=wide))
+    width = _stdout_width(wide)
+    table = ledger_table(page, wide=wide, width=width)
+    Console(width=width or 100_000).print(table)
 
 
 def _result(g) -> str:
@@ -118,54 +124,124 @@ def _result(g) -> str:
     return g.verdict if g.verdict and g.status == "succeeded" else g.status
 
 
-def ledger_table(page, *, wide: bool = False):
-    """The ``axbgate ledger`` table: one line per gate within 80 columns (titles and SHAs
-    shortened with an ellipsis, numbers never cut); ``wide`` adds kind, topology, delta in
-    ms and baseline eligibility.
+_COLUMN_ORDER = ("gate", "title", "kind", "result", "X / A,B", "topology", "delta", "drift",
+                 "decision", "eligible")
+"""Display order of the ledger's columns."""
+_KEPT = ("gate", "result", "delta")
+"""Never dropped nor cut: which gate, what it said, by how much."""
+_PRIORITY = ("drift", "decision", "X / A,B", "title", "kind", "topology", "eligible")
+"""The other columns, most wanted first: at a narrow terminal the last ones go first."""
+_MIN_TITLE = 8
+"""The title is shortened with an ellipsis down to this many characters before it is dropped."""
+_GAP = 3
+"""Characters between two columns (``box.SIMPLE_HEAD``: padding 1, divider, padding 1; no edge)."""
+
+
+def _cells(page, wide: bool) -> dict[str, list[str]]:
+    """Every column's text per gate (the short forms unless ``wide``)."""
+    cols: dict[str, list[str]] = {name: [] for name in _COLUMN_ORDER}
+    for g in page.data:
+        delta = "-" if g.delta_pct is None else (
+            f"{g.delta_ms:+.3f} ms / {g.delta_pct:+.3f} %" if wide else f"{g.delta_pct:+.2f}%")
+        drift = "-" if g.drift_pct is None else (f"{g.drift_pct:.3f} %" if wide else f"{g.drift_pct:.2f}%")
+        cols["gate"].append(str(g.id))
+        cols["title"].append(clean(g.title or "-"))
+        cols["kind"].append(g.kind)
+        cols["result"].append(_result(g))
+        cols["X / A,B"].append(f"{(g.candidate.sha_short or '?')[:7]}/{(g.control.sha_short or '?')[:7]}")
+        cols["topology"].append(clean(g.topology or "-"))
+        cols["delta"].append(delta)
+        cols["drift"].append(drift)
+        cols["decision"].append(g.decision or "-")
+        cols["eligible"].append("yes" if g.baseline_eligible else "no")
+    return cols
+
+
+def ledger_columns(page, *, wide: bool = False, width: int | None = 80) -> dict[str, int]:
+    """The columns of the ``axbgate ledger`` table that fit ``width`` characters, with the
+    width each one gets.
+
+    Gate id, result and delta are always shown in full; then drift, decision, the commits
+    and the title (shortened with an ellipsis down to 8 characters) as long as they fit;
+    ``wide`` adds kind, topology and eligibility and long forms of delta and drift.
 
     Args:
         page: A ``GateSummariesPublic``.
-        wide: All columns (about 150 columns of terminal).
+        wide: Every column, in its long form.
+        width: Terminal columns; None for no limit (every column of the mode, in full).
+
+    Returns:
+        Column name -> width in characters, in display order.
+    """
+    cells = _cells(page, wide)
+    natural = {name: max([len(name), *(len(c) for c in cells[name])]) for name in _COLUMN_ORDER}
+    wanted = [n for n in _PRIORITY if wide or n not in ("kind", "topology", "eligible")]
+    chosen = {name: natural[name] for name in _KEPT}
+    if width is None:
+        chosen.update({name: natural[name] for name in wanted})
+    else:
+        def used(cols: dict[str, int]) -> int:
+            return sum(cols.values()) + _GAP * (len(cols) - 1)
+
+        for name in wanted:
+            room = width - used(chosen) - _GAP
+            if natural[name] <= room:
+                chosen[name] = natural[name]
+            elif name == "title" and room >= _MIN_TITLE:
+                chosen[name] = room
+    return {name: chosen[name] for name in _COLUMN_ORDER if name in chosen}
+
+
+def ledger_table(page, *, wide: bool = False, width: int | None = 80):
+    """The ``axbgate ledger`` table: one line per gate within ``width`` columns; the columns
+    are those of :func:`ledger_columns` (ids, result and delta never cut).
+
+    Args:
+        page: A ``GateSummariesPublic``.
+        wide: All columns (kind, topology, delta in ms, eligibility).
+        width: Terminal columns; None for no limit.
 
     Returns:
         A ``rich.table.Table``.
     """
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"ledger ({page.count} gates)", box=box.SIMPLE_HEAD, pad_edge=False,
+    columns = ledger_columns(page, wide=wide, width=width)
+    cells = _cells(page, wide)
+    shown = [name for name in columns if name != "title" or columns[name] > 0]
+    hidden = len([n for n in _COLUMN_ORDER if n not in shown
+                  and (wide or n not in ("kind", "topology", "eligible"))])
+    title = f"ledger ({page.count} gates)"
+    if hidden:
+        title += (f"; {hidden} column{'s' if hidden > 1 else ''} left out at {width} columns "
+                  "(a wider terminal shows more)")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
                   title_justify="left")
-    table.add_column("gate", justify="right", no_wrap=True)
-    table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=None if wide else 22)
-    if wide:
-        table.add_column("kind", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("X / A,B", no_wrap=True)
-    if wide:
-        table.add_column("topology", no_wrap=True)
-    table.add_column("delta", justify="right", no_wrap=True)
-    table.add_column("drift", justify="right", no_wrap=True)
-    table.add_column("decision", no_wrap=True)
-    if wide:
-        table.add_column("eligible", no_wrap=True)
-    for g in page.data:
-        delta = "-" if g.delta_pct is None else (
-            f"{g.delta_ms:+.3f} ms / {g.delta_pct:+.3f} %" if wide else f"{g.delta_pct:+.2f}%")
-        drift = "-" if g.drift_pct is None else (f"{g.drift_pct:.3f} %" if wide else f"{g.drift_pct:.2f}%")
-        shas = f"{(g.candidate.sha_short or '?')[:7]}/{(g.control.sha_short or '?')[:7]}"
-        row = [str(g.id), rich_text(g.title or "-")]
-        row += [g.kind] if wide else []
-        row += [_result(g), shas]
-        row += [rich_text(g.topology or "-")] if wide else []
-        row += [delta, drift, g.decision or "-"]
-        row += ["yes" if g.baseline_eligible else "no"] if wide else []
-        table.add_row(*row)
+    for name in shown:
+        table.add_column(name, justify="right" if name in ("gate", "delta", "drift") else "left",
+                         no_wrap=True, overflow="ellipsis" if name == "title" else "fold",
+                         min_width=columns[name], max_width=columns[name])
+    for i in range(len(page.data)):
+        table.add_row(*[escape(cells[name][i]) for name in shown])
     return table
+
+
+def _stdout_width(wide: bool) -> int | None:
+    """Columns to fit: the terminal's (or ``COLUMNS``, 80 when piped); None (no limit) for
+    ``--wide`` output that is not a terminal."""
+    from rich.console import Console
+
+    console = Console()
+    if wide and not console.is_terminal:
+        return None
+    return console.width
 
 
 def decide(
     gate_id: Annotated[int, typer.Argument(min=1, help="Gate id.")],
-    decision: Annotated[str, typer.Option(help="accept, reject, neutral or rerun.")],
+    decision: Annotated[str, typer.Option(help=f"One of {', '.join(DECISIONS)}.")],
     reason: Annotated[str, typer.Option(help="Why (required when it differs from the verdict).")] = "",
     note: Annotated[str, typer.Option(help="Free text kept with the decision (e.g. on whose "
                                            "behalf); who decided is not chosen here.")] = "",

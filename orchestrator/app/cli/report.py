@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.schemas.views import GateSummaryPublic, GateViewPublic, StoppingPointPublic
 
-__all__ = ["gate_markdown", "ledger_markdown"]
+__all__ = ["allocation_line", "gate_markdown", "ledger_markdown", "measurement_line"]
 
 
 def _f(value: Any, spec: str, scale: float = 1.0, suffix: str = "") -> str:
@@ -103,13 +103,64 @@ def _interval(numbers: dict[str, Any]) -> str:
 
 
 def _disagreement(verdicts) -> str:
-    """A warning line when the policies of one gate reach different verdicts, else ``""``."""
-    if len({v.verdict for v in verdicts}) < 2:
-        return ""
-    primary = next((v for v in verdicts if v.is_primary), verdicts[0])
-    named = ", ".join(f"{v.policy}={v.verdict}" for v in sorted(verdicts, key=lambda v: not v.is_primary))
-    return (f"**Policies disagree:** {named}. The primary policy ({primary.policy}) decides; "
-            "re-run with a longer pattern or more measured steps before adopting.")
+    """A warning line when the policies of one gate reach different verdicts, else ``""``
+    (the text of :func:`~orchestrator.usecases.verdict_briefs.disagreement_text`)."""
+    from orchestrator.usecases.verdict_briefs import disagreement_text
+
+    text = disagreement_text(verdicts)
+    return text.replace("Policies disagree", "**Policies disagree**", 1) if text else ""
+
+
+def measurement_line(gate) -> str:
+    """``measurement: <the gate's rule in words>; runs: 6 of at most 14`` for a gate
+    (``GatePublic`` or ``GateViewPublic``), from its stored rule and run budget."""
+    from orchestrator.usecases.run_plan import measurement_rule, run_budget
+
+    rule = measurement_rule(num_warmup_steps=gate.num_warmup_steps,
+                            num_measured_steps=gate.num_measured_steps, options=gate.options)
+    budget = run_budget(policy=gate.policy, policy_params=gate.policy_params, kind=gate.kind,
+                        run_pattern=gate.run_pattern, num_runs=len(gate.runs),
+                        max_extend=int((gate.options or {}).get("max_extend") or 0))
+    runs = f"{budget.num_runs_planned} runs"
+    if budget.max_runs > budget.num_runs_planned:
+        runs += f" (at most {budget.max_runs})"
+    counts = sorted({(r.num_warmup_steps, r.num_measured_steps) for r in gate.runs
+                     if r.num_measured_steps})
+    measured = ""
+    if counts:
+        measured = "; measured " + ", ".join(f"{w}+{m}" for w, m in counts) + " steps (warmup+measured)"
+    return f"measurement: {rule.describe()}; {runs}{measured}"
+
+
+_HEALTH_MEANS = {
+    "healthy": "results baseline-eligible",
+    "degraded": "runs allowed, results not baseline-eligible",
+    "failed": "no runs",
+}
+
+
+def allocation_line(allocation, *, executor: str | None = None, job_ref: str | None = None) -> str:
+    """``allocation: slurm job 113 on 2 nodes (n1, n2), health degraded (runs allowed, ...)``.
+
+    Args:
+        allocation: An ``AllocationPublic`` or None (the gate never started).
+        executor: The gate's executor, when there is no allocation yet.
+        job_ref: The gate's scheduler job id (or local controller pid).
+    """
+    if allocation is None:
+        if job_ref:
+            return f"allocation: {executor or 'job'} job {job_ref} (no health reading yet)"
+        return "allocation: none yet"
+    job = allocation.scheduler_job_id or job_ref or "-"
+    hosts = [str(h) for h in allocation.hostnames or []]
+    shown = ", ".join(hosts[:8]) + (f" and {len(hosts) - 8} more" if len(hosts) > 8 else "")
+    nodes = f"{allocation.num_nodes} node{'s' if allocation.num_nodes != 1 else ''}"
+    where = f"{nodes} ({shown})" if shown else nodes
+    topology = f", {allocation.topology}" if allocation.topology else ""
+    verdict = allocation.health_verdict or "unknown"
+    means = f" ({_HEALTH_MEANS[verdict]})" if verdict in _HEALTH_MEANS else ""
+    return (f"allocation: {allocation.executor} job {job} on {where}{topology}, health "
+            f"{verdict}{means}")
 
 
 def semantic_lines(view: GateViewPublic) -> list[str]:
@@ -177,12 +228,12 @@ def gate_markdown(view: GateViewPublic) -> str:
     g, s = view, view.summary
     out = [f"## Gate #{g.id}: {g.title or '(untitled)'}", ""]
     out.append(
-        f"{g.kind}, pattern `{g.run_pattern}`, {g.num_warmup_steps} warmup + "
-        f"{g.num_measured_steps} measured steps, topology {s.topology or '-'}, "
-        f"allocation {s.scheduler_job_id or s.allocation_id or '-'} "
-        f"(health {s.health_verdict or '-'}, {'baseline-eligible' if s.baseline_eligible else 'not baseline-eligible'})."
+        f"{g.kind}, pattern `{g.run_pattern}`, topology {s.topology or '-'}, "
+        f"{'baseline-eligible' if s.baseline_eligible else 'not baseline-eligible'}."
     )
     out += ["", f"- control (A, B): {_side(s.control)}", f"- candidate (X): {_side(s.candidate)}"]
+    out.append(f"- {measurement_line(g)}")
+    out.append(f"- {allocation_line(view.allocation, executor=g.executor, job_ref=g.job_ref)}")
     out += [f"- {line}" for line in design_lines(g)]
     out.append(f"- status: **{g.status}**" + (f" ({g.status_reason})" if g.status_reason else ""))
     out.append("")

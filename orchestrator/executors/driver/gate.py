@@ -209,7 +209,7 @@ class _Driver:
 
         spec = self.plan.health
         log_path = self.paths.health_log(tag)
-        argv = [self.plan.python, "-m", "health", "--json", "--nproc", str(self.plan.ranks_per_node),
+        argv = [self.plan.python, "-m", "health", "--json", "--records", "--nproc", str(self.plan.ranks_per_node),
                 "--job-id", f"{self.job_id}-{tag}"]
         if spec.get("criteria"):
             argv += ["--criteria", spec["criteria"]]

@@ -184,5 +184,13 @@ def test_show_prints_every_policy_with_interval_reason_and_disagreement(capsys, 
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.startswith("| ratio-ci |"))
     assert "| inconclusive |" in row and "[-7.250, +1.500] %" in row and "the interval crosses zero" in row
-    assert "**Policies disagree:** drift=accept, ratio-ci=inconclusive." in text
+    # the disagreement is generated from the two verdicts and their numbers (issue 25)
+    assert ("**Policies disagree** on the same runs: drift (primary) said accept (delta -2.95 %, "
+            "band +/-0.46 % set by the control drift); ratio-ci said inconclusive (delta -2.95 %, "
+            "interval [-7.25, +1.50] %") in text
+    assert "The primary policy (drift) decides: accept." in text and "20%" not in text
+    # the allocation: job id, nodes and health verdict
+    assert ("- allocation: slurm job 1001 on 1 node (gpu-node-01), 1x8 H200 NVLink, health healthy "
+            "(results baseline-eligible)") in text
+    assert "- measurement: 3 warmup + 6 measured steps; 3 runs; measured 3+6 steps" in text
     assert text.index("| drift (primary) |") < text.index("| ratio-ci |")
