@@ -130,6 +130,14 @@ def test_delta_plot_has_one_point_per_candidate_copy_and_a_band(app, db_session,
         api = page.request.get(f"{base}/gates/{hist}").json()
         drift = next(v for v in api["verdicts"] if v["policy"] == "drift")
         assert drift["numbers"]["threshold_pct"] > 0
+        page.goto(f"{base}/ledger/gates/{hist}")
+        assert float(page.locator("#delta-plot rect.decision-band").get_attribute("data-high-pct")) \
+            == pytest.approx(1.0)  # its primary is sequential; drift is the campaign rule
+        # The disagreement banner says what each policy actually said on these runs.
+        banner = page.inner_text("#disagree-banner")
+        for v in api["verdicts"]:
+            assert f"{v['policy']}{' (primary)' if v['is_primary'] else ''} said {v['verdict']}" in banner
+        assert "drift's accept" in banner, banner
 
 
 def _two_workloads(session) -> dict[str, list[int]]:

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from orchestrator.schemas.views import GateViewPublic
+from orchestrator.usecases.run_plan import run_budget
 
 __all__ = ["CopyDelta", "DecisionBand", "Headline", "copy_deltas", "decision_band",
            "effect_text", "gate_headline"]
@@ -69,9 +70,9 @@ class Headline:
     num_runs_done: int
     """Runs that succeeded."""
     num_runs_planned: int
-    """Runs the gate has so far (its pattern, with extensions)."""
+    """Runs the gate holds now (its pattern, with extensions)."""
     num_runs_max: int
-    """Runs the gate may reach at most (sequential budget; else the pattern)."""
+    """Runs the gate may take at most (``run_plan.run_budget``)."""
     gpu_seconds: float | None
     """Sum over runs of (ended - started) x GPUs of the allocation, seconds; None when no
     run has both times or the GPU count is unknown."""
@@ -204,12 +205,10 @@ def gate_headline(view: GateViewPublic) -> Headline:
             low, high = min(c.low_pct for c in copies), max(c.high_pct for c in copies)
             source = "range of the candidate copies against either neighbouring control"
     done = sum(1 for r in view.runs if r.status == "succeeded")
-    planned = len(view.runs)
-    maximum = planned
-    if view.gate.planned_pattern:
-        maximum = max(planned, len(view.gate.planned_pattern.split()))
-    elif _finite((numbers.get("params") or {}).get("max_runs")):
-        maximum = max(planned, int(numbers["params"]["max_runs"]))
+    g = view.gate
+    budget = run_budget(policy=g.policy, policy_params=g.policy_params, kind=g.kind,
+                        run_pattern=g.run_pattern, num_runs=len(view.runs),
+                        max_extend=int((g.options or {}).get("max_extend") or 0))
     gpus = _num_gpus(view)
     run_s = [(r.ended_at - r.started_at).total_seconds() for r in view.runs
              if r.started_at is not None and r.ended_at is not None]
@@ -217,6 +216,7 @@ def gate_headline(view: GateViewPublic) -> Headline:
     health = view.allocation.health_verdict if view.allocation is not None else s.health_verdict
     return Headline(decision=s.decision, verdict=s.verdict, policy=s.policy,
                     effect=effect_text(s.delta_pct, low, high), interval_source=source,
-                    num_runs_done=done, num_runs_planned=planned, num_runs_max=maximum,
+                    num_runs_done=done, num_runs_planned=budget.num_runs_planned,
+                    num_runs_max=budget.max_runs,
                     gpu_seconds=gpu_seconds, num_gpus=gpus, health=health,
                     semantics=s.semantics)

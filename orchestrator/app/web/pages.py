@@ -23,6 +23,7 @@ from orchestrator.schemas.live import GateLivePublic
 from orchestrator.schemas.views import GateFilters, GateViewPublic
 from orchestrator.usecases import views
 from orchestrator.usecases.live import gate_live
+from orchestrator.usecases.verdict_briefs import disagreement_text
 
 __all__ = ["router"]
 
@@ -184,6 +185,7 @@ def gate_page(
             "primary": primary,
             "plot": _plot(view),
             "head": gate_headline(view),
+            "disagreement": disagreement_text(view.gate.verdicts),
             "delta_plot": delta_plot,
             "band": band,
             "step_data": step_plot_data(live, band_pct=band.high_pct),
