@@ -37,6 +37,8 @@ def seed(session) -> dict[str, int]:
         gate.workload = {**gate.workload, "command": ["python", "train_small.py"]}
         finish_gate(session, gid, medians_s=(0.212, 0.209, 0.2125))
         other.append(gid)
+    store.gates.get_gate(session=session, gate_id=small["queued"]).created_at = \
+        start + dt.timedelta(days=20)
     order = cal["history"] + [cal["target"]] + [small["accept"], small["neutral"],
                                                 small["degraded"], small["regate"]] + other
     for day, gid in enumerate(sorted(order)):

@@ -190,6 +190,15 @@ def test_history_has_one_line_per_control_identity_and_no_false_change_point(app
         assert len([t for t in ticks if t]) >= 3 and any(re.search(r"\d", t) for t in ticks if t), ticks
         assert page.evaluate("document.documentElement.scrollWidth") <= 1400
         _shot(page, shots, "1-history-two-workloads")
+        # Drag-zoom into days 2-6 still zooms (the padding applies to the whole range only).
+        box = page.locator("#history-plot .u-over").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.25, box["y"] + 20)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 20, steps=5)
+        page.mouse.up()
+        zoomed = page.evaluate("(() => { const x = window.axbgatePlots['history-plot'].scales.x;"
+                               " return (x.max - x.min) / 86400; })()")
+        assert 2.5 < zoomed < 4.5, zoomed
 
         # A one-gate history spans about two days, not years.
         page.goto(f"{base}/ledger/history?tolerance_pct=0.5&limit=1")
