@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from orchestrator.app.api.deps import ReadAccessDep, SessionDep
+from orchestrator.app.api.deps import ReadAccessDep, SessionDep, SettingsDep
 from orchestrator.app.web.delta_plot import delta_svg
 from orchestrator.app.web.headline import copy_deltas, decision_band, gate_headline
 from orchestrator.app.web.plot import PlotRun, step_time_svg
@@ -161,6 +161,7 @@ def gate_page(
     request: Request,
     gate_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
     session: SessionDep,
+    settings: SettingsDep,
     _read: ReadAccessDep,
 ) -> HTMLResponse:
     """One gate: plot, numbers, health report, provenance, artifacts, decisions."""
@@ -172,7 +173,7 @@ def gate_page(
         )
     verdicts = view.gate.verdicts
     primary = next((v for v in verdicts if v.is_primary), None)
-    live = gate_live(session=session, gate_id=gate_id)
+    live = gate_live(session=session, gate_id=gate_id, data_dir=settings.data_dir)
     history_url, history_label = _history_url(view)
     delta_plot, band = _delta_plot(view)
     return templates.TemplateResponse(
@@ -201,11 +202,12 @@ def gate_page(
 def gate_live_json(
     gate_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
     session: SessionDep,
+    settings: SettingsDep,
     _read: ReadAccessDep,
 ) -> JSONResponse:
     """The gate page's live progress: status, per-run steps, ETA and the plot's data."""
     try:
-        live = gate_live(session=session, gate_id=gate_id)
+        live = gate_live(session=session, gate_id=gate_id, data_dir=settings.data_dir)
     except NotFound as exc:
         return JSONResponse({"detail": [{"loc": ["path", "gate_id"], "msg": str(exc),
                                          "type": "not_found"}]}, status_code=404)

@@ -64,6 +64,7 @@ def session(tmp_path):
     app = create_app(Settings(data_dir=tmp_path / "data", database={"url": url},
                               gates={"enabled": False}, nightly={"enabled": False}))
     s = app.state.session_factory()
+    s.info["app"] = app
     yield s
     s.close()
 
@@ -95,3 +96,22 @@ def test_history_groups_by_control_identity_and_finds_change_points_per_group(se
     assert hist.groups[1].change_point_gate_ids == []
     assert [hist.points[i].gate_id for i in hist.change_points] == [ids["a"][4]]
     assert {p.group for p in hist.points if p.gate_id in ids["b"]} == {1}
+
+
+def test_gate_page_states_the_real_measurement_rule(session):
+    from fastapi.testclient import TestClient
+
+    from orchestrator import store
+    from tests.ledger_factories import finish_gate, make_gate
+
+    gid = make_gate(session, title="steady warmup, time window")
+    gate = store.gates.get_gate(session=session, gate_id=gid)
+    gate.options = {**gate.options, "warmup_mode": "steady", "max_warmup_steps": 50,
+                    "measured_seconds": 3.0}
+    finish_gate(session, gid)
+    session.commit()
+    with TestClient(session.info["app"]) as client:
+        page = client.get(f"/ledger/gates/{gid}").text
+    rule = page.split('id="measurement-rule">')[1].split("</span>")[0]
+    assert rule == "warmup to steady state (3 to 50 steps), then a 3 s window (at least 6 measured steps)"
+    assert 'id="card-runs" data-done="3" data-planned="3" data-max="3"' in page
