@@ -1,6 +1,6 @@
 """The ledger in real headless Chromium (Debian's, driven by Playwright): every page type
 loads with the content a user needs, plots are drawn with data points, writes go through the
-API with a token, and screenshots are kept under ``test-artifacts/browser/``."""
+API with a token, and screenshots are kept as test artifacts (``tests/browser/conftest.py``)."""
 
 from __future__ import annotations
 
