@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["GateHistoryPointPublic", "GateHistoryPublic"]
+__all__ = ["GateHistoryGroupPublic", "GateHistoryPointPublic", "GateHistoryPublic"]
 
 
 class GateHistoryPointPublic(BaseModel):
@@ -26,6 +27,22 @@ class GateHistoryPointPublic(BaseModel):
     """Upper edge of the control band: midpoint x (1 + drift/2), seconds."""
     delta_pct: float | None
     drift_pct: float | None
+    group: int = 0
+    """Index into ``GateHistoryPublic.groups``: the gate's control identity."""
+
+
+class GateHistoryGroupPublic(BaseModel):
+    """Gates of one control identity (one line of the history plot)."""
+
+    index: int
+    label: str
+    """Short name: recipe or command, topology, steps, GPU model."""
+    identity: dict[str, Any]
+    """The control identity (``usecases.judge.control_identity`` with GPU model and clock bin)."""
+    gate_ids: list[int]
+    """Gates of this identity, oldest first."""
+    change_point_gate_ids: list[int]
+    """First gate of each new segment of this group's control midpoints."""
 
 
 class GateHistoryPublic(BaseModel):
@@ -41,6 +58,8 @@ class GateHistoryPublic(BaseModel):
     num_shown: int
     limit: int
     change_points: list[int]
-    """Indices into ``points`` where the control midpoint's mean shifts (binary
-    segmentation, see :mod:`orchestrator.usecases.drift`)."""
+    """Indices into ``points`` where the control midpoint's mean shifts within its group
+    (binary segmentation per control identity, see :mod:`orchestrator.usecases.drift`)."""
+    groups: list[GateHistoryGroupPublic] = []
+    """One per control identity, in order of first appearance."""
     method: str

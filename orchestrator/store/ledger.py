@@ -34,6 +34,7 @@ __all__ = [
     "eligible_accepted_rows",
     "family_rows",
     "gate_row",
+    "history_control_rows",
     "history_rows",
     "ledger_version",
     "list_gate_rows",
@@ -330,6 +331,29 @@ def history_rows(*, session: Session, family: str | None = None, recipe: str | N
         .order_by(Gate.created_at.desc(), Gate.id.desc())
     )
     return [tuple(r) for r in session.execute(stmt).all()]
+
+
+def history_control_rows(*, session: Session, gate_ids: Sequence[int]) -> dict[int, tuple]:
+    """What each gate's control identity is made of, for grouping the history plot:
+    ``gate_id -> (workload, recipe_name, control_spec, topology_request, num_warmup_steps,
+    num_measured_steps, options, gpu_model, clock_bin)`` (the last two None without an
+    allocation).
+
+    Args:
+        session: Open session.
+        gate_ids: Gates to look up (batched, 500 ids per query).
+    """
+    out: dict[int, tuple] = {}
+    ids = list(gate_ids)
+    for start in range(0, len(ids), 500):
+        stmt = (select(Gate.id, Gate.workload, Gate.recipe_name, Gate.control_spec,
+                       Gate.topology_request, Gate.num_warmup_steps, Gate.num_measured_steps,
+                       Gate.options, Allocation.gpu_model, Allocation.clock_bin)
+                .outerjoin(Allocation, Allocation.id == Gate.allocation_id)
+                .where(Gate.id.in_(ids[start:start + 500])))
+        for row in session.execute(stmt).all():
+            out[row[0]] = tuple(row[1:])
+    return out
 
 
 def ledger_version(*, session: Session) -> tuple[int | None, ...]:

@@ -1,19 +1,23 @@
 """Fixtures of the browser tests: the API fixtures, Debian's Chromium driven by Playwright
 (``executable_path``; no browser download), and a folder for screenshots kept as test
-artifacts (``test-artifacts/browser/<test>/``, gitignored)."""
+artifacts outside the working tree (``$AXBGATE_BROWSER_ARTIFACTS/<test>/``, by default
+``<temp dir>/axbgate-browser-artifacts/<test>/``)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.api_fixtures import api_settings, app, auth, client, db_session, seeded, token  # noqa: F401
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+ARTIFACTS = Path(os.environ.get("AXBGATE_BROWSER_ARTIFACTS")
+                 or Path(tempfile.gettempdir()) / "axbgate-browser-artifacts")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The ledger in real headless Chromium (Debian's, driven by Playwright): every page type
 loads with the content a user needs, plots are drawn with data points, writes go through the
-API with a token, and screenshots are kept under ``test-artifacts/browser/``."""
+API with a token, and screenshots are kept as test artifacts (``tests/browser/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -149,6 +149,19 @@ def test_both_verdicts_interval_history_links_sorting_at_1024(app, db_session, p
         assert page.locator("#disagree-banner").count() == 1
 
 
+def _spread_over_days(session, gate_ids: list[int], start=None) -> None:
+    """Give the gates one creation day each (a real history; seeded gates are ms apart and
+    would sit on one pixel of a time axis padded to at least a day either side)."""
+    import datetime as dt
+
+    from orchestrator import store
+
+    start = start or dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+    for i, gid in enumerate(gate_ids):
+        store.gates.get_gate(session=session, gate_id=gid).created_at = start + dt.timedelta(days=i)
+    session.flush()
+
+
 @SQLITE_ONLY
 def test_history_and_drift_plots_have_clickable_points(app, db_session, page, shots):
     from tests.ledger_factories import seed_calibrated, seed_repository
@@ -156,6 +169,7 @@ def test_history_and_drift_plots_have_clickable_points(app, db_session, page, sh
 
     ids = seed_calibrated(db_session)
     repo_id = seed_repository(db_session, ids["history"] + [ids["target"]])
+    _spread_over_days(db_session, ids["history"] + [ids["target"]])
     db_session.commit()
     with serve(app) as base:
         page.goto(f"{base}/ledger/gates/{ids['target']}")
@@ -164,13 +178,15 @@ def test_history_and_drift_plots_have_clickable_points(app, db_session, page, sh
         page.wait_for_selector("#history-plot canvas")
         plot = _plot_state(page, "#history-plot")
         assert plot["dataset"]["numGates"] == "7" and page.inner_text("#history-count") == "7"
-        assert plot["points"][2] == 7 and plot["points"][3] == 7, plot  # midpoint, candidate
+        # One control identity: the candidate series and one midpoint line, 7 points each.
+        assert plot["series"] == 2 and plot["points"] == [7, 7], plot
+        assert plot["dataset"]["numGroups"] == "1"
         assert _canvas_has_ink(page, "#history-plot") > 1000
         _shot(page, shots, "1-history")
         # Hover the newest point and click: its gate opens.
         xy = page.evaluate("""() => { const u = window.axbgatePlots['history-plot'];
               const i = u.data[0].length - 1; const r = u.over.getBoundingClientRect();
-              return [r.left + u.valToPos(u.data[0][i], 'x') - 2, r.top + u.valToPos(u.data[3][i], 'y')]; }""")
+              return [r.left + u.valToPos(u.data[0][i], 'x') - 2, r.top + u.valToPos(u.data[1][i], 'y')]; }""")
         page.mouse.move(xy[0], xy[1])
         with page.expect_navigation():
             page.mouse.click(xy[0], xy[1])

@@ -26,7 +26,8 @@ def history_page(request: Request, session: SessionDep, _read: ReadAccessDep,
                  limit: Annotated[int, Query(ge=1, le=100_000)] = DEFAULT_HISTORY_LIMIT,
                  ) -> HTMLResponse:
     """Control midpoints (with the control band), candidate medians, the tolerance band and
-    change points of the newest ``limit`` gates; a point opens its gate."""
+    change points of the newest ``limit`` gates, one line per control identity; a point
+    opens its gate."""
     try:
         hist = gate_history(session=session, family=family or None, recipe=recipe or None,
                             topology=topology or None, tolerance_pct=tolerance_pct, limit=limit)
@@ -36,7 +37,10 @@ def history_page(request: Request, session: SessionDep, _read: ReadAccessDep,
     data = {
         "tolerance_pct": hist.tolerance_pct,
         "change_points": hist.change_points,
+        "groups": [{"label": g.label, "num_gates": len(g.gate_ids),
+                    "change_point_gate_ids": g.change_point_gate_ids} for g in hist.groups],
         "points": [{"gate_id": p.gate_id, "t": p.created_at.timestamp(), "verdict": p.verdict,
+                    "group": p.group, "title": p.title,
                     "midpoint_s": p.midpoint_s, "candidate_s": p.candidate_s,
                     "control_min_s": p.control_min_s, "control_max_s": p.control_max_s}
                    for p in hist.points],

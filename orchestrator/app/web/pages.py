@@ -14,13 +14,16 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
-from orchestrator.app.api.deps import ReadAccessDep, SessionDep
+from orchestrator.app.api.deps import ReadAccessDep, SessionDep, SettingsDep
+from orchestrator.app.web.delta_plot import delta_svg
+from orchestrator.app.web.headline import copy_deltas, decision_band, gate_headline
 from orchestrator.app.web.plot import PlotRun, step_time_svg
 from orchestrator.domain.errors import NotFound
 from orchestrator.schemas.live import GateLivePublic
 from orchestrator.schemas.views import GateFilters, GateViewPublic
 from orchestrator.usecases import views
 from orchestrator.usecases.live import gate_live
+from orchestrator.usecases.verdict_briefs import disagreement_text
 
 __all__ = ["router"]
 
@@ -57,13 +60,21 @@ LIVE_POLL_SECONDS = 2
 """How often an unfinished gate's page asks for its progress."""
 
 
-def step_plot_data(live: GateLivePublic) -> dict[str, Any]:
-    """The per-step plot's data (``static/plots.js``) from a gate's live progress."""
+def step_plot_data(live: GateLivePublic, band_pct: float | None = None) -> dict[str, Any]:
+    """The per-step plot's data (``static/plots.js``) from a gate's live progress.
+
+    Args:
+        live: The gate's live progress.
+        band_pct: Half-width of the decision band drawn around the control midpoint,
+            percent (:func:`orchestrator.app.web.headline.decision_band`); None: the primary
+            verdict's ``threshold_pct``.
+    """
     return {
         "runs": [{"label": r.label, "role": r.role or "?", "steps_s": r.steps_s,
                   "num_warmup_steps": r.num_warmup_steps, "median_s": r.median_step_s}
                  for r in live.runs],
-        "midpoint_s": live.midpoint_s, "threshold_pct": live.threshold_pct,
+        "midpoint_s": live.midpoint_s,
+        "threshold_pct": band_pct if band_pct is not None else live.threshold_pct,
     }
 
 
@@ -89,6 +100,20 @@ def _plot(view: GateViewPublic) -> Markup:
         for r in view.runs
     ]
     return Markup(step_time_svg(runs, title=f"gate {view.gate.id}: slowest-rank step times"))
+
+
+def _delta_plot(view: GateViewPublic) -> tuple[Markup, Any]:
+    """The delta plot of the candidate copies and the primary policy's decision band."""
+    primary = next((v for v in view.gate.verdicts if v.is_primary), None)
+    numbers = dict(primary.numbers or {}) if primary is not None else {}
+    band = decision_band(primary.policy if primary is not None else None, numbers)
+    brief = next((b for b in view.summary.verdicts if b.is_primary), None)
+    svg = delta_svg(copy_deltas(numbers), band, estimate_pct=view.summary.delta_pct,
+                    estimate_low_pct=brief.ci_low_pct if brief else None,
+                    estimate_high_pct=brief.ci_high_pct if brief else None,
+                    estimate_label=f"gate ({primary.policy})" if primary is not None else "gate",
+                    title=f"gate {view.gate.id}: delta of each candidate copy vs control midpoint")
+    return Markup(svg), band
 
 
 @router.get("/", response_class=RedirectResponse)
@@ -136,6 +161,7 @@ def gate_page(
     request: Request,
     gate_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
     session: SessionDep,
+    settings: SettingsDep,
     _read: ReadAccessDep,
 ) -> HTMLResponse:
     """One gate: plot, numbers, health report, provenance, artifacts, decisions."""
@@ -147,8 +173,9 @@ def gate_page(
         )
     verdicts = view.gate.verdicts
     primary = next((v for v in verdicts if v.is_primary), None)
-    live = gate_live(session=session, gate_id=gate_id)
+    live = gate_live(session=session, gate_id=gate_id, data_dir=settings.data_dir)
     history_url, history_label = _history_url(view)
+    delta_plot, band = _delta_plot(view)
     return templates.TemplateResponse(
         request,
         "gate.html",
@@ -158,7 +185,11 @@ def gate_page(
             "s": view.summary,
             "primary": primary,
             "plot": _plot(view),
-            "step_data": step_plot_data(live),
+            "head": gate_headline(view),
+            "disagreement": disagreement_text(view.gate.verdicts),
+            "delta_plot": delta_plot,
+            "band": band,
+            "step_data": step_plot_data(live, band_pct=band.high_pct),
             "live": {**live.model_dump(), "poll_seconds": LIVE_POLL_SECONDS,
                      "runs": live.runs},
             "history_url": history_url,
@@ -171,11 +202,12 @@ def gate_page(
 def gate_live_json(
     gate_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
     session: SessionDep,
+    settings: SettingsDep,
     _read: ReadAccessDep,
 ) -> JSONResponse:
     """The gate page's live progress: status, per-run steps, ETA and the plot's data."""
     try:
-        live = gate_live(session=session, gate_id=gate_id)
+        live = gate_live(session=session, gate_id=gate_id, data_dir=settings.data_dir)
     except NotFound as exc:
         return JSONResponse({"detail": [{"loc": ["path", "gate_id"], "msg": str(exc),
                                          "type": "not_found"}]}, status_code=404)

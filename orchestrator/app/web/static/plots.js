@@ -123,15 +123,18 @@
         ctx.restore();
       }]
     };
+    hooks.setCursor = [function (u) { readout(el, u, s); }];
     var opts = {
       width: width(el), height: 340,
       scales: { x: { time: false }, y: { auto: false, range: yr } },
       axes: [{ label: overlay ? "step within run" : "step (runs in order)" }, { label: "step time (ms)", size: 70 }],
       series: s.series,
+      legend: { show: false },  // one entry per role below, not one per run and median
       cursor: { drag: { x: true, y: true, uni: 30 } },
       hooks: hooks
     };
     var u = mount(el, el.id, opts, s.cols, s.runs.length);
+    stepLegend(el, s.runs, band);
     el.dataset.numWarmupBands = String(s.runs.filter(function (r) { return r.num_warmup_steps > 0 && r.steps_s.length > 0; }).length);
     el.dataset.numMedians = String(s.runs.filter(function (r) { return finite(r.median_s); }).length);
     el.dataset.yMinMs = String(yr[0]);
@@ -140,39 +143,158 @@
     return u;
   }
 
+  // The short legend of the per-step plot: one entry per role present, the run medians,
+  // the warmup shading and the decision band (never one entry per run or step).
+  function stepLegend(el, runs, band) {
+    var id = el.id + "-legend";
+    var box = document.getElementById(id);
+    if (!box) {
+      box = document.createElement("div");
+      box.id = id;
+      box.className = "plot-legend";
+      el.parentNode.insertBefore(box, el.nextSibling);
+    }
+    var names = { A: "control A", B: "control B", X: "candidate X" };
+    var roles = [];
+    runs.forEach(function (r) { if (roles.indexOf(r.role) < 0) { roles.push(r.role); } });
+    var html = roles.map(function (role) {
+      return '<span class="legend-entry" data-role="' + role + '"><span class="swatch" style="border-color:' +
+        (ROLE_COLORS[role] || "#555") + '"></span>' + (names[role] || role) + "</span>";
+    });
+    html.push('<span class="legend-entry"><span class="swatch dashed" style="border-color:#555"></span>run median (measured steps)</span>');
+    html.push('<span class="legend-entry"><span class="swatch box" style="background:rgba(128,128,128,0.3)"></span>warmup</span>');
+    if (band) {
+      html.push('<span class="legend-entry"><span class="swatch box" style="background:rgba(255,193,7,0.4)"></span>control midpoint &plusmn; decision band</span>');
+    }
+    html.push('<span class="readout" id="' + el.id + '-readout"></span>');
+    box.innerHTML = html.join("");
+    el.dataset.numLegendEntries = String(box.querySelectorAll(".legend-entry").length);
+  }
+
+  // Hover readout of the per-step plot: the run and step under the cursor with its time.
+  function readout(el, u, s) {
+    var out = document.getElementById(el.id + "-readout");
+    var i = u.cursor.idx;
+    if (!out) { return; }
+    if (i == null) { out.textContent = ""; return; }
+    var parts = [];
+    for (var k = 0; k < s.runs.length; k++) {
+      var v = u.data[k + 1][i];
+      if (finite(v)) { parts.push(s.runs[k].label + ": " + v.toFixed(3) + " ms"); }
+    }
+    out.textContent = "step " + i + (parts.length ? " \u2013 " + parts.join(", ") : "");
+  }
+
   // ---- history of gates (family / recipe / topology) -----------------------------------
-  // data: {points: [{gate_id, t, midpoint_s, candidate_s, control_min_s, control_max_s,
-  //        verdict}], tolerance_pct, change_points: [index]}
+  // data: {points: [{gate_id, t, group, midpoint_s, candidate_s, control_min_s, control_max_s,
+  //        verdict}], groups: [{label, num_gates, change_point_gate_ids}], tolerance_pct,
+  //        change_points: [index]}
+  // One midpoint line per control identity (group): two workloads never share a line; the
+  // control band, the tolerance band and the change points are drawn per group.
+  var GROUP_COLORS = ["#1f77b4", "#9467bd", "#2a9d8f", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  var DAY_S = 86400;
+
+  // The x range of a time axis: the real time range padded by 5% of it, at least one day
+  // either side (a one-gate history is two days wide, not years).
+  function timeRange(xs) {
+    var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
+    var pad = Math.max((hi - lo) * 0.05, DAY_S);
+    return [lo - pad, hi + pad];
+  }
+
+  function paddedTimeScale(xs) {
+    var padded = timeRange(xs), dmin = Math.min.apply(null, xs), dmax = Math.max.apply(null, xs);
+    return { time: true, range: function (u, min, max) {
+      // A range covering all the data (auto-ranging, a reset; uPlot widens a single point
+      // by years) is padded; a drag-zoom into part of the data keeps its own range.
+      return (min == null || max == null || max - min >= dmax - dmin) ? padded : [min, max];
+    } };
+  }
+
   function renderHistory(el, d) {
     var pts = d.points;
+    var groups = d.groups && d.groups.length ? d.groups : [{ label: "control midpoint", change_point_gate_ids: [] }];
     var xs = pts.map(function (p) { return p.t; });
-    var ms = function (k) { return pts.map(function (p) { return finite(p[k]) ? p[k] * 1000.0 : null; }); };
-    var mid = ms("midpoint_s"), tol = (d.tolerance_pct || 0) / 100.0;
-    var cols = [xs, ms("control_min_s"), ms("control_max_s"), mid, ms("candidate_s"),
-                mid.map(function (v) { return v == null ? null : v * (1 + tol); }),
-                mid.map(function (v) { return v == null ? null : v * (1 - tol); })];
+    var ms = function (p, k) { return finite(p[k]) ? p[k] * 1000.0 : null; };
+    var tol = (d.tolerance_pct || 0) / 100.0;
     var fmt = function (u, v) { return v == null ? "-" : v.toFixed(3) + " ms"; };
+    var cols = [xs, pts.map(function (p) { return ms(p, "candidate_s"); })];
     var series = [
       { label: "gate time" },
-      { label: "control min", stroke: "rgba(31,119,180,0.3)", value: fmt, points: { show: false } },
-      { label: "control max", stroke: "rgba(31,119,180,0.3)", value: fmt, points: { show: false } },
-      { label: "control midpoint", stroke: "#1f77b4", width: 1.5, value: fmt, points: { show: pts.length <= 300, size: 4 } },
-      { label: "candidate", stroke: "#d62728", width: 0, value: fmt, points: { show: true, size: 6, fill: "#d62728" } },
-      { label: "tolerance +", stroke: "#999", dash: [4, 4], value: fmt, points: { show: false } },
-      { label: "tolerance -", stroke: "#999", dash: [4, 4], value: fmt, points: { show: false } }
+      { label: "candidate", stroke: "#d62728", width: 0, value: fmt, points: { show: true, size: 6, fill: "#d62728" } }
     ];
+    groups.forEach(function (g, k) {
+      cols.push(pts.map(function (p) { return (p.group || 0) === k ? ms(p, "midpoint_s") : null; }));
+      series.push({ label: g.label, stroke: GROUP_COLORS[k % GROUP_COLORS.length], width: 1.5, spanGaps: true,
+                    value: fmt, points: { show: pts.length <= 300, size: 4 } });
+    });
     var opts = {
       width: width(el), height: 320,
-      scales: { x: { time: true } },
+      scales: { x: xs.length ? paddedTimeScale(xs) : { time: true } },
       axes: [{ label: "gate date (local time)" }, { label: "step time (ms)", size: 70 }],
       series: series,
-      bands: [{ series: [2, 1], fill: "rgba(31,119,180,0.12)" }],
-      hooks: { draw: [function (u) { drawChangePoints(u, d.change_points, xs); }] }
+      hooks: { draw: [function (u) {
+        drawGroupBands(u, pts, groups, tol);
+        drawGroupChangePoints(u, pts, groups);
+        el.dataset.xMin = String(u.scales.x.min);  // the drawn time range, seconds
+        el.dataset.xMax = String(u.scales.x.max);
+      }] }
     };
-    var u = mount(el, el.id, opts, cols, 2);
+    var u = mount(el, el.id, opts, cols, groups.length);
     clickThrough(u, el, pts);
     el.dataset.numGates = String(pts.length);
+    el.dataset.numGroups = String(groups.length);
+    el.dataset.numChangePoints = String(groups.reduce(function (n, g) { return n + g.change_point_gate_ids.length; }, 0));
     return u;
+  }
+
+  // Control band (midpoint x (1 +/- drift/2)) and tolerance lines of each group, over that
+  // group's gates only.
+  function drawGroupBands(u, pts, groups, tol) {
+    var ctx = u.ctx;
+    ctx.save();
+    groups.forEach(function (g, k) {
+      var mine = pts.filter(function (p) { return (p.group || 0) === k && finite(p.midpoint_s); });
+      if (!mine.length) { return; }
+      var color = GROUP_COLORS[k % GROUP_COLORS.length];
+      var x = function (p) { return u.valToPos(p.t, "x", true); };
+      var y = function (v) { return u.valToPos(v * 1000.0, "y", true); };
+      ctx.globalAlpha = 0.14;
+      ctx.fillStyle = color;
+      ctx.beginPath();
+      mine.forEach(function (p, i) { var v = finite(p.control_max_s) ? p.control_max_s : p.midpoint_s; if (i) { ctx.lineTo(x(p), y(v)); } else { ctx.moveTo(x(p), y(v)); } });
+      mine.slice().reverse().forEach(function (p) { ctx.lineTo(x(p), y(finite(p.control_min_s) ? p.control_min_s : p.midpoint_s)); });
+      ctx.closePath();
+      ctx.fill();
+      ctx.globalAlpha = 0.7;
+      ctx.strokeStyle = "#999";
+      ctx.setLineDash([4, 4]);
+      [1 + tol, 1 - tol].forEach(function (f) {
+        ctx.beginPath();
+        mine.forEach(function (p, i) { if (i) { ctx.lineTo(x(p), y(p.midpoint_s * f)); } else { ctx.moveTo(x(p), y(p.midpoint_s * f)); } });
+        ctx.stroke();
+      });
+    });
+    ctx.restore();
+  }
+
+  // A change point of a group: a dashed vertical line halfway between the group's gate
+  // before it and the first gate of the new segment, in the group's colour.
+  function drawGroupChangePoints(u, pts, groups) {
+    var ctx = u.ctx;
+    ctx.save();
+    ctx.setLineDash([5, 4]);
+    groups.forEach(function (g, k) {
+      var mine = pts.filter(function (p) { return (p.group || 0) === k; });
+      (g.change_point_gate_ids || []).forEach(function (gid) {
+        var i = mine.findIndex(function (p) { return p.gate_id === gid; });
+        if (i <= 0) { return; }
+        var x = u.valToPos((mine[i - 1].t + mine[i].t) / 2, "x", true);
+        ctx.strokeStyle = "#d62728";
+        ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+      });
+    });
+    ctx.restore();
   }
 
   function drawChangePoints(u, cps, xs) {
@@ -216,7 +338,7 @@
     var fmt = function (u, v) { return v == null ? "-" : v.toFixed(3) + " ms"; };
     var opts = {
       width: width(el), height: 300,
-      scales: { x: { time: true } },
+      scales: { x: xs.length ? paddedTimeScale(xs) : { time: true } },
       axes: [{ label: "re-gate date (local time)" }, { label: "measured-head median (ms)", size: 70 }],
       series: [
         { label: "re-gate time" },
