@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pydantic import BaseModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["GateHistoryPointPublic", "GateHistoryPublic"]
 
 
-class GateHistoryPointPublic(BaseModel):
+class GateHistoryPointPublic(PublicModel):
     """One succeeded gate in the history plot."""
 
     gate_id: int
@@ -28,7 +28,7 @@ class GateHistoryPointPublic(BaseModel):
     drift_pct: float | None
 
 
-class GateHistoryPublic(BaseModel):
+class GateHistoryPublic(PublicModel):
     """Gates of one family / recipe / topology over time with change points."""
 
     family: str | None
