@@ -259,6 +259,10 @@ class MeasureConfig(_Section):
     """Optimizer step (0-based, warmup included) at which the ``AXBGATE_SEMANTICS`` probe
     hashes the root parameters and their pre-clip gradients (one gather of small tensors;
     step 0 keeps it out of the measured window). None: no probe."""
+    semantic_floor_prefix_steps: int | None = Field(None, ge=1, le=100)
+    """For the gate, not the trainer: compared steps at the start of the semantic
+    comparison that share one A-vs-B floor (``orchestrator.verdict.SemanticPolicy``);
+    None: the policy default."""
     profile_dir: str | None = None
     """If set, profile 2 extra steps after the measured ones and write the
     torch.profiler summary table there (rank 0)."""

@@ -63,3 +63,7 @@ class GateOptions(ApiModel):
     that minimises expected GPU-seconds per decision (``domain.cost_model``)."""
     max_window_s: float = Field(60.0, gt=0, le=3600)
     """Longest window the cost model may choose, seconds of steps."""
+    semantic_floor_prefix_steps: int | None = Field(None, ge=1, le=100)
+    """Compared steps at the start that share one semantic floor
+    (``SemanticPolicy.floor_prefix_steps``; the request's, else the recipe's ``[measure]``);
+    None: the policy default."""

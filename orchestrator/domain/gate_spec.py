@@ -337,6 +337,11 @@ class GateCreate(ApiModel):
     declare_changes: list[Literal["batch"]] = Field(default_factory=list, max_length=1)
     """Semantic changes the candidate makes on purpose (``batch``: another global batch):
     the gate is then judged per sample instead of ``not comparable`` (issue 19)."""
+    semantic_floor_prefix_steps: int | None = Field(None, ge=1, le=100)
+    """Compared steps at the start of the semantic comparison that share one floor, the
+    largest A-vs-B difference among them; later steps use the running maximum up to
+    themselves (``orchestrator.verdict.semantics``). None: the control recipe's ``[measure]
+    semantic_floor_prefix_steps``, else the policy default (5)."""
     design_seed: int | None = Field(None, ge=0, le=2**31 - 1)
     """Seed of the randomised run order of a ``sequential`` candidate gate (its mirrored
     X C C X / C X X C blocks, ``orchestrator.verdict.design``); None: drawn when the gate is
@@ -354,7 +359,8 @@ class GateCreate(ApiModel):
                            warmup_mode=self.warmup_mode, max_warmup_steps=self.max_warmup_steps,
                            measured_seconds=self.measured_seconds, fork_server=self.fork_server,
                            declare_changes=self.declare_changes,
-                           auto_window=bool(self.auto_window), max_window_s=self.max_window_s)
+                           auto_window=bool(self.auto_window), max_window_s=self.max_window_s,
+                           semantic_floor_prefix_steps=self.semantic_floor_prefix_steps)
 
     @field_validator("tags")
     @classmethod

@@ -32,8 +32,11 @@ __all__ = [
     "configure_masking",
     "is_secret_name",
     "mask_env",
+    "SECRET_QUERY_WORDS",
     "mask_override",
+    "mask_text",
     "mask_url",
+    "mask_urls_deep",
     "parse_secret_ref",
     "secret_refs_of",
     "strip_control",
@@ -103,18 +106,74 @@ def mask_override(item: str) -> str:
     return item
 
 
+SECRET_QUERY_WORDS = ("token", "key", "secret", "password", "passwd", "pwd", "pass", "sig",
+                      "signature", "auth", "credential", "session", "jwt", "otp")
+"""A URL query (or fragment) parameter whose name contains one of these (case-insensitive;
+``access_token``, ``api_key``, ``X-Amz-Signature``, ``sig`` of an Azure SAS URL) has its
+value masked."""
+
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s\"'<>`]+")
+_PARAM_RE = re.compile(r"(?P<name>[^&;=#?]+)=(?P<value>[^&;#]*)")
+
+
+def _mask_params(part: str) -> str:
+    """Mask the values of secret-named ``name=value`` pairs of a query or fragment."""
+    def one(match: re.Match[str]) -> str:
+        name = match["name"].lower()
+        if match["value"] and any(word in name for word in SECRET_QUERY_WORDS):
+            return f"{match['name']}={MASK}"
+        return match[0]
+    return _PARAM_RE.sub(one, part)
+
+
 def mask_url(url: str) -> str:
-    """Mask the password of a URL's userinfo (``https://user:***@host/...``)."""
+    """Mask the credentials of a URL: the password of its userinfo
+    (``https://user:***@host/...``; a lone long userinfo, a token, becomes ``***``) and the
+    values of query or fragment parameters with secret-looking names
+    (:data:`SECRET_QUERY_WORDS`: ``?token=***``). Anything that is not a URL is returned as is.
+    """
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    authority, slash, tail = rest.partition("/")
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
     userinfo, at, host = authority.rpartition("@")
-    if not at:
-        return url
-    user, colon, _password = userinfo.partition(":")
-    masked = f"{user}:{MASK}" if colon else (MASK if _looks_like_token(user) else user)
-    return f"{scheme}://{masked}@{host}{slash}{tail}"
+    if at:
+        user, colon, _password = userinfo.partition(":")
+        masked = f"{user}:{MASK}" if colon else (MASK if _looks_like_token(user) else user)
+        authority = f"{masked}@{host}"
+    path, qmark, query = tail.partition("?")
+    if not qmark:
+        path, hash_, fragment = tail.partition("#")
+        return f"{scheme}://{authority}{path}{hash_}{_mask_params(fragment)}"
+    return f"{scheme}://{authority}{path}?{_mask_params(query)}"
+
+
+def mask_text(text: str) -> str:
+    """``text`` with every URL in it masked (:func:`mask_url`): error messages, commands,
+    titles, provenance values. Text without ``://`` is returned unchanged (the same object)."""
+    if "://" not in text:
+        return text
+    return _URL_RE.sub(lambda m: mask_url(m[0]), text)
+
+
+def mask_urls_deep(value: Any) -> Any:
+    """``value`` with :func:`mask_text` applied to every string in it, through dicts (keys
+    and values), lists and tuples. Containers with nothing to mask are returned as is
+    (the same object), so a large series costs one pass and no copy."""
+    if isinstance(value, str):
+        return mask_text(value)
+    if isinstance(value, dict):
+        items = [(mask_urls_deep(k), mask_urls_deep(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if isinstance(value, (list, tuple)):
+        masked = [mask_urls_deep(v) for v in value]
+        if all(m is v for m, v in zip(masked, value, strict=True)):
+            return value
+        return masked if isinstance(value, list) else tuple(masked)
+    return value
 
 
 def _looks_like_token(user: str) -> bool:

@@ -69,8 +69,10 @@ class _ScrubbedLocalExecutor(submitit.LocalExecutor):
             SUBMITIT_LOCAL_WITH_SHELL="",
         )
         # Detached like submitit's controller: it outlives this process (a server restart).
+        # The usual umask again: the server's (under run_as_user, private_files.SERVICE_UMASK)
+        # is for its own files; the driver sets the modes of the gate folder's contents.
         process = subprocess.Popen([sys.executable, "-m", "submitit.local._local", str(self.folder)],
-                                   env=env)
+                                   env=env, umask=0o022)
         return LocalJob(folder=self.folder, job_id=str(process.pid), process=process,
                         tasks=list(range(ntasks)))
 

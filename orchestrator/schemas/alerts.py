@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 from orchestrator.schemas.repo_events import RepoEventPublic
 
 __all__ = ["AlertPublic", "AlertsPublic"]
@@ -17,7 +17,7 @@ class AlertPublic(RepoEventPublic):
     """The tracked branch."""
 
 
-class AlertsPublic(ApiModel):
+class AlertsPublic(PublicModel):
     """Alerts, newest first."""
 
     data: list[AlertPublic]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["DriftPointPublic", "DriftPublic", "DriftSegmentPublic"]
 
 
-class DriftPointPublic(ApiModel):
+class DriftPointPublic(PublicModel):
     """The measured head after one re-gate of a tracked branch."""
 
     gate_id: int
@@ -32,7 +32,7 @@ class DriftPointPublic(ApiModel):
     candidate is measured but never adopted."""
 
 
-class DriftSegmentPublic(ApiModel):
+class DriftSegmentPublic(PublicModel):
     """A run of points between two change points."""
 
     start: int
@@ -45,7 +45,7 @@ class DriftSegmentPublic(ApiModel):
     """Segment mean relative to the first segment's mean, percent."""
 
 
-class DriftPublic(ApiModel):
+class DriftPublic(PublicModel):
     """Drift over time of one tracked branch and its change points."""
 
     repository_id: int

@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import Field
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["ErrorDetailPublic", "ErrorPublic"]
 
 
-class ErrorDetailPublic(ApiModel):
+class ErrorDetailPublic(PublicModel):
     """One problem with the request."""
 
     loc: list[str | int] = Field(default_factory=list, examples=[["body", "measured_steps"]])
@@ -24,7 +24,7 @@ class ErrorDetailPublic(ApiModel):
     ``invalid_transition``, ``validation_failed``, ``record_error``, ``http_error``."""
 
 
-class ErrorPublic(ApiModel):
+class ErrorPublic(PublicModel):
     """Every 4xx/5xx answer of the API has this body."""
 
     detail: list[ErrorDetailPublic]

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ConfigDict, model_validator
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 from orchestrator.domain.secrets import mask_env
 from orchestrator.schemas.semantics import SemanticVerdictPublic
 
@@ -18,7 +18,7 @@ __all__ = ["GateProgressPublic", "GatePublic", "GatesPublic", "RunProgressPublic
            "VerdictPublic"]
 
 
-class RunPublic(ApiModel):
+class RunPublic(PublicModel):
     """One run of a gate."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -93,7 +93,7 @@ def _mask_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-class VerdictPublic(ApiModel):
+class VerdictPublic(PublicModel):
     """A timing verdict with every number the policy computed."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -128,7 +128,7 @@ def _planned(params: dict[str, Any], seed: int) -> str | None:
         return None
 
 
-class GatePublic(ApiModel):
+class GatePublic(PublicModel):
     """A gate with its runs and verdicts."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -216,7 +216,7 @@ class GatePublic(ApiModel):
         return self
 
 
-class GatesPublic(ApiModel):
+class GatesPublic(PublicModel):
     """A page of gates."""
 
     data: list[GatePublic]
@@ -225,7 +225,7 @@ class GatesPublic(ApiModel):
     """Number of items matching (all pages)."""
 
 
-class RunProgressPublic(ApiModel):
+class RunProgressPublic(PublicModel):
     """How far one run of a gate has got."""
 
     order: int
@@ -241,7 +241,7 @@ class RunProgressPublic(ApiModel):
     """Median slowest-rank step time so far, seconds."""
 
 
-class GateProgressPublic(ApiModel):
+class GateProgressPublic(PublicModel):
     """A gate's status and per-run step counts (for live progress)."""
 
     id: int

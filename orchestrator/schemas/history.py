@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["GateHistoryGroupPublic", "GateHistoryPointPublic", "GateHistoryPublic"]
 
 
-class GateHistoryPointPublic(BaseModel):
+class GateHistoryPointPublic(PublicModel):
     """One succeeded gate in the history plot."""
 
     gate_id: int
@@ -45,7 +45,7 @@ class GateHistoryGroupPublic(BaseModel):
     """First gate of each new segment of this group's control midpoints."""
 
 
-class GateHistoryPublic(BaseModel):
+class GateHistoryPublic(PublicModel):
     """Gates of one family / recipe / topology over time with change points."""
 
     family: str | None

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pydantic import ConfigDict
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["RunImportPublic"]
 
 
-class RunImportPublic(ApiModel):
+class RunImportPublic(PublicModel):
     """What ``axbgate import-log`` / ``POST /runs/import`` reports for one log."""
 
     model_config = ConfigDict(extra="forbid")

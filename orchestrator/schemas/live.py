@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["GateLivePublic", "RunLivePublic"]
 
 
-class RunLivePublic(BaseModel):
+class RunLivePublic(PublicModel):
     """One run of a gate as it progresses."""
 
     id: int
@@ -37,7 +37,7 @@ class RunLivePublic(BaseModel):
     """Slowest-rank step times so far, seconds (the first ``max_steps`` of them)."""
 
 
-class GateLivePublic(BaseModel):
+class GateLivePublic(PublicModel):
     """Status, per-run step counts and an ETA of one gate."""
 
     id: int

@@ -8,12 +8,12 @@ from typing import Any
 
 from pydantic import ConfigDict, model_validator
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["BisectionPublic", "RepoEventPublic", "WebhookAttemptPublic", "WebhookDeliveryPublic"]
 
 
-class RepoEventPublic(ApiModel):
+class RepoEventPublic(PublicModel):
     """One conclusion of the scheduler about a tracked branch."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -58,7 +58,7 @@ class RepoEventPublic(ApiModel):
     """The token name that acknowledged it."""
 
 
-class BisectionPublic(ApiModel):
+class BisectionPublic(PublicModel):
     """A bisection of a regression and, once found, its first bad commit."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -101,7 +101,7 @@ class BisectionPublic(ApiModel):
     """When it finished (UTC)."""
 
 
-class WebhookAttemptPublic(ApiModel):
+class WebhookAttemptPublic(PublicModel):
     """One POST of a webhook delivery."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -118,7 +118,7 @@ class WebhookAttemptPublic(ApiModel):
     """When the row was stored (UTC)."""
 
 
-class WebhookDeliveryPublic(ApiModel):
+class WebhookDeliveryPublic(PublicModel):
     """One notification to one URL with every attempt."""
 
     model_config = ConfigDict(from_attributes=True)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import ApiModel, PublicModel
 from orchestrator.domain.gate_spec import (
     HealthSpec,
     SideSpec,
@@ -266,7 +266,7 @@ class RepoUpdate(ApiModel):
         return self
 
 
-class RepoPublic(ApiModel):
+class RepoPublic(PublicModel):
     """A tracked repository branch."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -325,7 +325,7 @@ class RepoCreatedPublic(RepoPublic):
     repository (``webhook-signature`` header); store it now, it is never shown again."""
 
 
-class ReposPublic(ApiModel):
+class ReposPublic(PublicModel):
     """Tracked repositories."""
 
     data: list[RepoPublic]
@@ -334,7 +334,7 @@ class ReposPublic(ApiModel):
     """Number of items matching (all pages)."""
 
 
-class RepoViewPublic(ApiModel):
+class RepoViewPublic(PublicModel):
     """A tracked repository with its recent events, bisections and deliveries."""
 
     repo: RepoPublic
@@ -354,7 +354,7 @@ class RepoViewPublic(ApiModel):
     first bad commits."""
 
 
-class CheckResultPublic(ApiModel):
+class CheckResultPublic(PublicModel):
     """What one check of a tracked branch did (``axbgate regate --once``)."""
 
     repository_id: int

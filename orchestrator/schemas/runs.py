@@ -8,14 +8,14 @@ from typing import Any
 
 from pydantic import ConfigDict, model_validator
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 from orchestrator.domain.secrets import mask_env
 from orchestrator.schemas.gates import RunPublic
 
 __all__ = ["AllocationPublic", "ArtifactPublic", "HealthCheckPublic", "RunDetailPublic", "RunStepPublic"]
 
 
-class HealthCheckPublic(ApiModel):
+class HealthCheckPublic(PublicModel):
     """One health-gate check."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -38,7 +38,7 @@ class HealthCheckPublic(ApiModel):
     """When the row was stored (UTC)."""
 
 
-class AllocationPublic(ApiModel):
+class AllocationPublic(PublicModel):
     """An allocation with its health report."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -89,7 +89,7 @@ class AllocationPublic(ApiModel):
     """Every health probe's result."""
 
 
-class ArtifactPublic(ApiModel):
+class ArtifactPublic(PublicModel):
     """A kept raw file and its SHA-256."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -114,7 +114,7 @@ class ArtifactPublic(ApiModel):
     """Where to download it (``/runs/{run_id}/log?artifact_id=...``), when it is a run's."""
 
 
-class RunStepPublic(ApiModel):
+class RunStepPublic(PublicModel):
     """One optimizer step as the run reported it."""
 
     model_config = ConfigDict(from_attributes=True)

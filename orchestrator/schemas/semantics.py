@@ -7,12 +7,12 @@ from typing import Any
 
 from pydantic import ConfigDict
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 
 __all__ = ["SemanticVerdictPublic"]
 
 
-class SemanticVerdictPublic(ApiModel):
+class SemanticVerdictPublic(PublicModel):
     """The semantic comparison of a gate (issue 19) and the decision it combines into."""
 
     model_config = ConfigDict(from_attributes=True)

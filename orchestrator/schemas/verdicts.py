@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import PublicModel
 
 from orchestrator.verdict import plain_sentence
 
@@ -19,7 +19,7 @@ def _num(numbers: dict[str, Any], key: str) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-class VerdictBriefPublic(ApiModel):
+class VerdictBriefPublic(PublicModel):
     """One policy's timing verdict with the numbers a reader needs to trust it."""
 
     policy: str

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.domain.api_model import ApiModel
+from orchestrator.domain.api_model import ApiModel, PublicModel
 from orchestrator.domain.secrets import mask_override
 from orchestrator.schemas.gates import GatePublic
 from orchestrator.schemas.runs import (
@@ -48,7 +48,7 @@ _NO_NUL = r"^[^\x00]*$"
 FilterText = Annotated[str | None, Field(default=None, max_length=255, pattern=_NO_NUL)]
 
 
-class TokenPublic(ApiModel):
+class TokenPublic(PublicModel):
     """An API token as listed (never the secret)."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -140,7 +140,7 @@ class GateFilters(ApiModel):
         return urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in items.items()})
 
 
-class SideSummary(ApiModel):
+class SideSummary(PublicModel):
     """One side of a gate as the ledger shows it."""
 
     sha: str | None = None
@@ -161,7 +161,7 @@ class SideSummary(ApiModel):
         return self
 
 
-class GateSummaryPublic(ApiModel):
+class GateSummaryPublic(PublicModel):
     """One ledger row: identity, sides, topology, numbers, verdict and decision."""
 
     id: int
@@ -229,7 +229,7 @@ class GateSummaryPublic(ApiModel):
     """True when another policy's verdict differs from the primary one."""
 
 
-class GateSummariesPublic(ApiModel):
+class GateSummariesPublic(PublicModel):
     """A page of ledger rows."""
 
     data: list[GateSummaryPublic]
@@ -238,7 +238,7 @@ class GateSummariesPublic(ApiModel):
     """Number of items matching (all pages)."""
 
 
-class DecisionPublic(ApiModel):
+class DecisionPublic(PublicModel):
     """One recorded decision (append-only history)."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -319,7 +319,7 @@ class GateViewPublic(GatePublic):
     before the shapes were unified; read the top-level fields instead."""
 
 
-class StoppingPointPublic(ApiModel):
+class StoppingPointPublic(PublicModel):
     """The best baseline-eligible accepted gate of one topology and recipe."""
 
     topology: str
@@ -334,14 +334,14 @@ class StoppingPointPublic(ApiModel):
     """The last accepted gate there."""
 
 
-class StoppingPointsPublic(ApiModel):
+class StoppingPointsPublic(PublicModel):
     """The stopping-point table."""
 
     data: list[StoppingPointPublic]
     """One per (topology, recipe)."""
 
 
-class DecisionGroupPublic(ApiModel):
+class DecisionGroupPublic(PublicModel):
     """Gates of one tag or family with their effective decisions (decision index)."""
 
     group_kind: Literal["family", "tag"]

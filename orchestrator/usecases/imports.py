@@ -75,7 +75,7 @@ def _summary_from_run(run: Run, base: dict) -> RunImportPublic:
         median_step_s=run.median_step_s,
         warmup_steps=run.num_warmup_steps,
         measured_steps=run.num_measured_steps,
-        num_steps=len(run.slowest_rank_step_s or []),
+        num_steps=len(run.slowest_rank_step_s or extra.get("rank0_step_s") or []),
         mfu_pct=run.mfu_pct,
         allocation_id=run.allocation_id,
         step_series=extra.get("step_series"),

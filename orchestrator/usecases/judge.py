@@ -23,6 +23,7 @@ from orchestrator.verdict import (
     summary_from_fields,
     verdict_kind,
 )
+from orchestrator.verdict.semantic_model import SemanticPolicy
 from orchestrator.verdict.semantics import combine_decision, judge_semantics, per_sample_runs
 
 __all__ = [
@@ -165,6 +166,13 @@ def _declared(gate: Gate) -> list[str]:
     return list(GateOptions.model_validate(gate.options or {}).declare_changes)
 
 
+def _semantic_policy(gate: Gate) -> SemanticPolicy:
+    """The gate's semantic policy: the default, with the floor prefix the gate (or its
+    recipe) named (``GateOptions.semantic_floor_prefix_steps``)."""
+    steps = GateOptions.model_validate(gate.options or {}).semantic_floor_prefix_steps
+    return SemanticPolicy() if steps is None else SemanticPolicy(floor_prefix_steps=steps)
+
+
 def judge_gate_semantics(*, session: Session, gate: Gate, timing_verdict: str | None) -> str:
     """Compare what the gate's runs trained and store the semantic verdict with the
     decision it combines into (``reject (semantics)``, ``not comparable`` or the timing
@@ -179,7 +187,7 @@ def judge_gate_semantics(*, session: Session, gate: Gate, timing_verdict: str | 
     runs = sorted(gate.runs, key=lambda r: r.order)
     try:
         result = judge_semantics([(r.role or "X", r.order, r.semantics) for r in runs],
-                                 declared_changes=_declared(gate))
+                                 policy=_semantic_policy(gate), declared_changes=_declared(gate))
         status, numbers = result.status, result.to_dict()
     except ValueError as exc:
         status, numbers = "not checked", {"status": "not checked",

@@ -61,7 +61,26 @@ def apply_recipe_measure_defaults(gate_in: GateCreate) -> GateCreate:
     """Fill the measurement fields the request left out (see below), then decide the
     cost-model window (:func:`_auto_window`)."""
     given = set(gate_in.model_fields_set.intersection(MEASURE_GROUPS[1]))
-    return _auto_window(_apply_recipe(gate_in), given)
+    return _apply_recipe_semantics(_auto_window(_apply_recipe(gate_in), given))
+
+
+def _apply_recipe_semantics(gate_in: GateCreate) -> GateCreate:
+    """Take ``semantic_floor_prefix_steps`` from the control recipe's ``[measure]`` when the
+    request leaves it out (issue 24 point 8); an external command keeps the policy default.
+
+    Raises:
+        ValidationFailed: The recipe cannot be loaded (``workload.recipe``).
+    """
+    name = gate_in.workload.recipe
+    if name is None or gate_in.semantic_floor_prefix_steps is not None:
+        return gate_in
+    from trainer import load_recipe
+
+    try:
+        steps = load_recipe(name, []).measure.semantic_floor_prefix_steps
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        raise ValidationFailed("workload.recipe", str(exc)) from None
+    return gate_in if steps is None else gate_in.model_copy(update={"semantic_floor_prefix_steps": steps})
 
 
 def _apply_recipe(gate_in: GateCreate) -> GateCreate:

@@ -166,7 +166,8 @@ DEFAULT_STEPS_PAGE = 1000
 def _run_detail(session: Session, run) -> RunDetailPublic:
     """The run without its step records (never loads ``run.steps``: a run may have 1e6)."""
     out = RunDetailPublic.model_validate({name: getattr(run, name) for name in _RUN_COLUMNS})
-    if not out.slowest_rank_step_s:  # a running run: its series so far, from its step records
+    rank0_only = "rank0_step_s" in (run.result_extra or {})  # measured: no slowest-rank series
+    if not out.slowest_rank_step_s and not rank0_only:  # a running run: its series so far
         rows = store.runs.list_steps(session=session, run_id=run.id, offset=0, limit=_LIVE_SERIES_MAX)
         series = [r.slowest_rank_step_s if r.slowest_rank_step_s is not None else r.rank_step_s
                   for r in rows]

@@ -4,10 +4,13 @@ Definitions (``semantic_model.py`` has the statuses and the policy):
 
 * Steps compared: those every run printed (``series_first_step`` aligned).
 * Control mean at step i: m_i = mean of the controls' values; control spread
-  s_i = max - min of them. Floor of a quantity: F = max_i s_i / |m_i|.
-* Tolerance: T = max(floor_multiplier x F, min_rel_tol[compute dtype]).
+  s_i = max - min of them, relative r_i = s_i / |m_i|. Floor of a quantity at the k-th
+  compared step: F_k = max of r_j over the compared steps j up to max(k, P - 1), P the
+  policy's ``floor_prefix_steps`` (a running maximum; the first P steps share one).
+* Tolerance at the k-th step: T_k = max(floor_multiplier x F_k, min_rel_tol[compute
+  dtype]) (issue 24 point 8: one tolerance over a long window blinded step 0).
 * A candidate copy's deviation at step i: |x_i - m_i| / |m_i|; the first step (loss
-  before grad_norm at the same step) whose deviation exceeds T is named.
+  before grad_norm at the same step) whose deviation exceeds its T_k is named.
 * Probe: for each tensor every run printed, SHA-256 equal to the controls', else the
   L2 norm compared like a series value (floor from the controls' L2 norms).
 * Dtype coverage: the fraction of trainable elements per dtype of the registered
@@ -68,16 +71,24 @@ def _dtype_findings(controls: list[RunSemantics], cand: RunSemantics) -> list[di
             for name in ref if mine.get(name) != ref[name]]
 
 
-def _floor(controls: list[RunSemantics], name: str, steps: list[int]) -> tuple[float, dict[int, float]]:
+def _floor(controls: list[RunSemantics], name: str, steps: list[int],
+           prefix_steps: int) -> tuple[list[float], dict[int, float]]:
+    """The running floor F_k per compared step (module docstring) and the control means."""
     series = [c.series(name) for c in controls]
-    means, floor = {}, 0.0
+    means, spreads = {}, []
     for step in steps:
         values = [s[step] for s in series]
         mean = math.fsum(values) / len(values)
         means[step] = mean
+        spread = 0.0
         if max(values) != min(values):
-            floor = max(floor, (max(values) - min(values)) / abs(mean) if mean else math.inf)
-    return floor, means
+            spread = (max(values) - min(values)) / abs(mean) if mean else math.inf
+        spreads.append(spread)
+    floors, running = [], max(spreads[:prefix_steps], default=0.0)
+    for k, spread in enumerate(spreads):
+        running = max(running, spread) if k >= prefix_steps else running
+        floors.append(running)
+    return floors, means
 
 
 def _common_steps(runs: Sequence[RunSemantics], name: str) -> list[int]:
@@ -133,21 +144,23 @@ def _series_check(controls: list[RunSemantics], cand: RunSemantics, tol_min: flo
         steps = _common_steps([*controls, cand], name)
         if not steps:
             continue
-        ctrl_floor, means = _floor(controls, name, steps)
-        tol = max(policy.floor_multiplier * ctrl_floor, tol_min)
-        floor[f"{name}_rel"] = max(floor.get(f"{name}_rel", 0.0), ctrl_floor)
-        floor[f"{name}_tolerance_rel"] = tol
+        ctrl_floors, means = _floor(controls, name, steps, policy.floor_prefix_steps)
+        tols = [max(policy.floor_multiplier * f, tol_min) for f in ctrl_floors]
+        floor[f"{name}_rel"] = max(floor.get(f"{name}_rel", 0.0), ctrl_floors[-1])
+        floor[f"{name}_first_step_rel"] = ctrl_floors[0]
+        floor[f"{name}_tolerance_rel"] = tols[-1]  # the widest, at the last compared step
+        floor[f"{name}_first_step_tolerance_rel"] = tols[0]
         floor["num_steps_compared"] = len(steps)
         mine = cand.series(name)
         ctrl_series = [c.series(name) for c in controls]
         equal = equal and all(mine[s] == cs[s] for s in steps for cs in ctrl_series)
-        devs = [(s, _rel(mine[s], means[s])) for s in steps]
-        copy[f"max_{name}_deviation_rel"] = max(d for _, d in devs)
-        first = next(((s, d) for s, d in devs if d > tol), None)
+        devs = [(s, _rel(mine[s], means[s]), t) for s, t in zip(steps, tols, strict=True)]
+        copy[f"max_{name}_deviation_rel"] = max(d for _, d, _ in devs)
+        first = next(((s, d, t) for s, d, t in devs if d > t), None)
         if first is not None:
             firsts.append({"kind": "series", "quantity": name, "run_order": cand.order, "step": first[0],
                            "control": means[first[0]], "candidate": mine[first[0]],
-                           "deviation_rel": first[1], "tolerance_rel": tol})
+                           "deviation_rel": first[1], "tolerance_rel": first[2]})
     firsts.sort(key=lambda f: (f["step"], _QUANTITIES.index(f["quantity"])))
     return equal, firsts, copy
 
@@ -215,7 +228,8 @@ def judge_semantics(runs: Sequence[tuple[str, int, Mapping[str, Any] | None]], *
                                "declare a batch change (--declare-change batch)", batch=batch,
                                findings=({"kind": "batch", "quantity": differs},))
     tol_min = policy.allowance(controls[0].compute_dtype)
-    floor: dict[str, Any] = {"floor_multiplier": policy.floor_multiplier, "min_rel_tol": tol_min}
+    floor: dict[str, Any] = {"floor_multiplier": policy.floor_multiplier, "min_rel_tol": tol_min,
+                             "floor_prefix_steps": policy.floor_prefix_steps}
     findings: list[dict[str, Any]] = []
     copies, all_equal = [], True
     for cand in cands:
@@ -247,7 +261,8 @@ def judge_semantics(runs: Sequence[tuple[str, int, Mapping[str, Any] | None]], *
         return SemanticVerdict("equal", "loss, gradient norm and probe digests are bitwise equal to the "
                                "controls'", **verdict)
     return SemanticVerdict("within tolerance", "every loss, gradient norm and probe value lies within "
-                           f"max({policy.floor_multiplier:g} x control floor, {tol_min:g}) of the controls",
+                           f"max({policy.floor_multiplier:g} x control floor up to its step, {tol_min:g}) "
+                           "of the controls",
                            **verdict)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.domain.errors import Conflict, NotFound, RecordError, ValidationFailed
+from orchestrator.domain.secrets import mask_text
 
 __all__ = ["error_body", "install_error_handlers"]
 
@@ -26,8 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 def error_body(loc: list[Any], msg: str, type_: str) -> dict[str, Any]:
-    """Return the JSON error body with one entry."""
-    return {"detail": [{"loc": loc, "msg": msg, "type": type_}]}
+    """Return the JSON error body with one entry (URL credentials in ``msg`` masked)."""
+    return {"detail": [{"loc": loc, "msg": mask_text(msg), "type": type_}]}
 
 
 def _json_loc(loc: Any) -> list[Any]:
@@ -36,7 +37,7 @@ def _json_loc(loc: Any) -> list[Any]:
 
 async def _request_validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = [
-        {"loc": _json_loc(e.get("loc")), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        {"loc": _json_loc(e.get("loc")), "msg": mask_text(str(e.get("msg", ""))), "type": str(e.get("type", ""))}
         for e in exc.errors()
     ]
     return JSONResponse(status_code=422, content={"detail": errors})

@@ -59,9 +59,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from orchestrator.db.migrate import ensure_schema
         from orchestrator.runtime import build_services
+        from orchestrator.runtime.private_files import check_private_files, prepare_private_files
 
+        prepare_private_files(settings)  # under run_as_user: umask, ledger 0600 (issue 24)
         ensure_schema(settings.database_url)
         settings.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        check_private_files(settings)  # refuses a run account that could read the ledger
         app.state.services = build_services(settings)
         started = []
         try:

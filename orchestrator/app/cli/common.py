@@ -38,10 +38,11 @@ __all__ = [
 
 def clean(text: Any) -> str:
     """``text`` without terminal control characters (ANSI escapes, C0 except tab and
-    newline, C1): every user-supplied string printed on a terminal goes through this."""
-    from orchestrator.domain.secrets import strip_control
+    newline, C1) and with URL credentials masked (``user:***@``, ``?token=***``): every
+    user-supplied string printed on a terminal goes through this."""
+    from orchestrator.domain.secrets import mask_text, strip_control
 
-    return strip_control(text)
+    return mask_text(strip_control(text))
 
 
 def rich_text(text: Any) -> str:
@@ -69,8 +70,11 @@ def seconds(option: str, raw: str) -> float:
 
 
 def echo_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON (NaN refused: every number we print is finite)."""
-    typer.echo(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=str))
+    """Print ``obj`` as indented JSON (NaN refused: every number we print is finite), with
+    URL credentials masked in every string (:func:`orchestrator.domain.secrets.mask_urls_deep`)."""
+    from orchestrator.domain.secrets import mask_urls_deep
+
+    typer.echo(json.dumps(mask_urls_deep(obj), indent=2, sort_keys=True, allow_nan=False, default=str))
 
 
 def format_pydantic_error(exc: ValidationError) -> str:

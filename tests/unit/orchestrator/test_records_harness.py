@@ -34,10 +34,15 @@ def test_every_variant_parses_and_measures(variant):
     outcome = measure_run(parsed)
     assert outcome.status == "succeeded", outcome.error
     fields = outcome.fields
-    assert fields["slowest_rank_step_s"] == want["series"]
     assert fields["result_extra"]["step_series"] == want["source"]
     assert fields["num_warmup_steps"] == 10 and fields["num_measured_steps"] == 20
-    assert fields["median_step_s"] == statistics.median(want["series"][10:30])
+    if want["source"] == "rank0":  # stored as rank 0's, the median is the harness's slowest-rank one
+        assert fields["slowest_rank_step_s"] == []
+        assert fields["result_extra"]["rank0_step_s"] == want["series"]
+        assert fields["median_step_s"] == want["log_median"]
+    else:
+        assert fields["slowest_rank_step_s"] == want["series"]
+        assert fields["median_step_s"] == statistics.median(want["series"][10:30])
     assert outcome.log_median_step_s == want["log_median"]
     assert fields["mfu_pct"] == pytest.approx(parsed.result["mfu_pct"])
 
@@ -75,8 +80,9 @@ def test_step_only_logs_say_the_series_is_rank0(variant):
     assert outcome.status == "succeeded"
     assert outcome.fields["result_extra"]["step_series"] == "rank0"
     assert any("rank 0's own step time" in n and "not the slowest rank's" in n for n in outcome.notes)
-    # The harness's own median is the slowest rank's (all ranks' timers): it differs.
-    assert outcome.median_mismatch is True
+    # The harness's own median is the slowest rank's (all ranks' timers): it is the run's.
+    assert outcome.median_mismatch is False
+    assert outcome.fields["result_extra"]["median_source"] == "harness_slowest_rank"
     # A gate measures the slowest rank: there the same log fails with the reason.
     gate = measure_run(parse(variant_log(variant)), expected_warmup_steps=10, expected_measured_steps=20,
                        require_slowest_rank=True)
@@ -98,6 +104,31 @@ def test_only_step_lines_import_with_the_harness_counts():
     outcome = measure_run(parse(text))
     assert outcome.status == "succeeded" and outcome.fields["result_extra"]["step_series"] == "rank0"
     assert outcome.log_median_step_s is None
+    # No harness median to take: rank 0's median stays the run's, labelled as rank 0's.
+    extra = outcome.fields["result_extra"]
+    assert extra["median_source"] == "rank0" and outcome.fields["slowest_rank_step_s"] == []
+    assert outcome.fields["median_step_s"] == statistics.median(rank_times()[0][10:30])
+    assert extra["rank0_median_step_s"] == outcome.fields["median_step_s"]
+
+
+def test_rank0_steps_with_harness_result_take_the_slowest_rank_median():
+    """Issue 24 point 7: benchmark_fastvideo_train.py's log (BF16_STEP of rank 0, then a
+    BF16_RESULT whose median_step_sec is the median of the per-step max over all ranks)."""
+    per_rank = rank_times(8)
+    slowest = [max(col) for col in zip(*per_rank, strict=True)]
+    harness_median = statistics.median(slowest[10:30])
+    rank0_median = statistics.median(per_rank[0][10:30])
+    assert harness_median > rank0_median  # rank 3 is the slowest: the two differ (a real bias)
+    outcome = measure_run(parse(variant_log("train")))
+    assert outcome.status == "succeeded", outcome.error
+    fields = outcome.fields
+    assert fields["median_step_s"] == harness_median
+    extra = fields["result_extra"]
+    assert extra["rank0_median_step_s"] == rank0_median
+    assert extra["rank0_step_s"] == per_rank[0] and fields["slowest_rank_step_s"] == []
+    assert extra["step_series"] == "rank0" and extra["median_source"] == "harness_slowest_rank"
+    assert any("harness's slowest-rank median" in n for n in outcome.notes)
+    assert fields["mfu_pct"] == pytest.approx(14.444115 / harness_median)
 
 
 def test_variant_specific_keys_are_kept():

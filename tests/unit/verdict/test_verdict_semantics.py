@@ -10,6 +10,7 @@ import pytest
 from orchestrator.verdict import RunSummary
 from orchestrator.verdict.semantic_model import SemanticPolicy
 from orchestrator.verdict.semantics import combine_decision, judge_semantics, per_sample_runs
+from tests.semantic_window60 import window60_semantics
 
 LOSS = [2.0285074710845947, 1.9806207418441772, 1.938999891281128, 1.903390884399414]
 NORM = [0.875636875629425, 0.7741574645042419, 0.6735563278198242, 0.5869686603546143]
@@ -117,3 +118,55 @@ def test_per_sample_runs_scale_the_candidate_to_the_control_batch():
     assert out[0] == runs[0] and out[2] == runs[2]
     assert out[1].median_step_s == pytest.approx(0.3) and out[1].median_se_s == pytest.approx(0.002)
     assert out[1].local_batch_size == 2
+
+
+
+@pytest.fixture(scope="module")
+def window60(tmp_path_factory):
+    """The real A/A gate of 77 steps (tests/semantic_window60.py)."""
+    return window60_semantics(tmp_path_factory.mktemp("window60"))
+
+def test_aa_gate_over_a_long_window_is_not_flagged(window60):
+    v = judge_semantics(window60)
+    assert v.status == "within tolerance", v.reason
+    assert v.floor["num_steps_compared"] == 77 and v.floor["deterministic"] is False
+    # The controls part as training goes on: one tolerance over the window was 263%.
+    assert v.floor["grad_norm_tolerance_rel"] == pytest.approx(2.6319, rel=1e-4)
+    assert v.floor["grad_norm_first_step_tolerance_rel"] == 4e-3  # the bf16 allowance at step 0
+    assert v.floor["floor_prefix_steps"] == 5
+
+
+def test_long_window_catches_a_step0_grad_norm_deviation_a_single_tolerance_missed(window60):
+    (a, x, b) = window60
+    sem = copy.deepcopy(x[2])
+    sem["grad_norm"][0] *= 1.10  # 10% off at step 0 (a dropped term), then the same as the A/A copy
+    gate = [a, ("X", 1, sem), b]
+    v = judge_semantics(gate)
+    assert v.status == "changed"
+    first = v.findings[0]
+    assert (first["quantity"], first["step"], first["run_order"]) == ("grad_norm", 0, 1)
+    assert first["deviation_rel"] == pytest.approx(0.10, rel=1e-3)
+    assert first["tolerance_rel"] == 4e-3
+    assert v.reason.startswith("grad_norm at step 0 differs by 0.1")
+    # One floor over the whole window (the old rule: every step in the prefix) is blind to it.
+    blind = judge_semantics(gate, policy=SemanticPolicy(floor_prefix_steps=77))
+    assert blind.status == "within tolerance"
+    assert blind.floor["grad_norm_first_step_tolerance_rel"] == pytest.approx(2.6319, rel=1e-4)
+
+
+def test_the_floor_prefix_shares_the_largest_early_floor():
+    b_loss = list(LOSS)
+    b_loss[2] *= 1 + 1e-3  # the controls differ at step 2 only
+    x_loss = list(LOSS)
+    x_loss[0] *= 1 + 1e-3  # the candidate at step 0, by the same amount
+    gate = _gate(_sem(loss=x_loss), b=_sem(loss=b_loss))
+    assert judge_semantics(gate, policy=SemanticPolicy(floor_prefix_steps=3)).status == "within tolerance"
+    strict = judge_semantics(gate, policy=SemanticPolicy(floor_prefix_steps=1))
+    assert strict.status == "changed" and strict.findings[0]["step"] == 0
+    assert strict.findings[0]["tolerance_rel"] == 1e-4
+
+
+@pytest.mark.parametrize("bad", [0, 101, 2.5, True])
+def test_floor_prefix_steps_is_bounded(bad):
+    with pytest.raises(ValueError, match="floor_prefix_steps must be an integer in 1..100"):
+        SemanticPolicy(floor_prefix_steps=bad)
