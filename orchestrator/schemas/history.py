@@ -31,7 +31,7 @@ class GateHistoryPointPublic(PublicModel):
     """Index into ``GateHistoryPublic.groups``: the gate's control identity."""
 
 
-class GateHistoryGroupPublic(BaseModel):
+class GateHistoryGroupPublic(PublicModel):
     """Gates of one control identity (one line of the history plot)."""
 
     index: int
