@@ -86,3 +86,42 @@ def submit(engine, gate_in: GateCreate) -> int:
         session.commit()
     assert created
     return gate.id
+
+
+def wait_for_gate(engine, settings, gate_id: int, *, timeout_s: float = 120.0,
+                  dispatch: bool = False, interval_s: float = 0.3):
+    """Drive a gate through real dispatcher and poller passes until it ends.
+
+    Args:
+        engine, settings: The ledger engine and service settings.
+        gate_id: The gate to drive.
+        timeout_s: Deadline in seconds.
+        dispatch: Run one dispatch pass first (the gate is still queued).
+        interval_s: Seconds between poll passes.
+
+    Returns:
+        The ended ``Gate`` row (detached).
+
+    Raises:
+        AssertionError: The gate did not end within ``timeout_s``.
+    """
+    import time
+
+    from sqlalchemy.orm import Session
+
+    from orchestrator.db.models import Gate
+    from orchestrator.runtime.gates import dispatch_pass, poll_pass
+
+    if dispatch:
+        dispatch_pass(engine, settings, gate_ids=[gate_id])
+    deadline = time.monotonic() + timeout_s
+    status = None
+    while time.monotonic() < deadline:
+        poll_pass(engine, settings, gate_ids=[gate_id])
+        with Session(engine, expire_on_commit=False) as session:
+            gate = session.get(Gate, gate_id)
+            status = gate.status
+            if status in ("succeeded", "failed", "cancelled"):
+                return gate
+        time.sleep(interval_s)
+    raise AssertionError(f"gate {gate_id} did not finish in {timeout_s} s (still {status})")

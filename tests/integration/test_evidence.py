@@ -24,7 +24,7 @@ from orchestrator.db.models import Gate, Run, Verdict
 from orchestrator.executors.plan import GatePaths
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
-from tests.factories import FIXTURES, harness_gate, submit
+from tests.factories import FIXTURES, harness_gate, submit, wait_for_gate
 
 FORGER = FIXTURES / "forger.py"
 
@@ -46,17 +46,8 @@ def _forged_gate(**extra):
                               "{measured_steps}", *extra.pop("mode", [])]}, **extra)
 
 
-def _run_to_end(engine, settings, gate_id: int, timeout_s: float = 120.0) -> Gate:
-    dispatch_pass(engine, settings, gate_ids=[gate_id])
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        poll_pass(engine, settings, gate_ids=[gate_id])
-        with Session(engine, expire_on_commit=False) as session:
-            gate = session.get(Gate, gate_id)
-            if gate.status in ("succeeded", "failed", "cancelled"):
-                return gate
-        time.sleep(0.3)
-    raise AssertionError(f"gate {gate_id} did not finish in {timeout_s} s")
+def _run_to_end(engine, settings, gate_id: int, timeout_s: float = 120.0):
+    return wait_for_gate(engine, settings, gate_id, timeout_s=timeout_s, dispatch=True)
 
 
 def _logged_median(log: Path) -> float:

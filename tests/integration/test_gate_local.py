@@ -15,7 +15,7 @@ from orchestrator.db.models import Allocation, Artifact, Gate, HealthCheck, Run,
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
 from orchestrator.usecases import gates as use_cases
-from tests.factories import harness_gate, make_harness_repo, open_ledger, submit
+from tests.factories import harness_gate, make_harness_repo, open_ledger, submit, wait_for_gate
 
 
 @pytest.fixture
@@ -28,17 +28,8 @@ def ledger():
 _submit = submit
 
 
-def _run_to_end(engine, settings, gate_id: int, timeout_s: float = 120.0) -> Gate:
-    dispatch_pass(engine, settings, gate_ids=[gate_id])
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        poll_pass(engine, settings, gate_ids=[gate_id])
-        with Session(engine, expire_on_commit=False) as session:
-            gate = session.get(Gate, gate_id)
-            if gate.status in ("succeeded", "failed", "cancelled"):
-                return gate
-        time.sleep(0.5)
-    raise AssertionError(f"gate {gate_id} did not finish in {timeout_s} s")
+def _run_to_end(engine, settings, gate_id: int, timeout_s: float = 120.0):
+    return wait_for_gate(engine, settings, gate_id, timeout_s=timeout_s, dispatch=True)
 
 
 def _runs(engine, gate_id):

@@ -3,29 +3,18 @@ executor; the two-node port check is in test_trays_faults.py)."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
-from sqlalchemy.orm import Session
 
-from orchestrator.db.models import Gate
 from orchestrator.executors.plan import GatePaths, read_json
-from orchestrator.runtime.gates import dispatch_pass, poll_pass
-from tests.factories import harness_gate, open_ledger, submit
+from orchestrator.runtime.gates import dispatch_pass
+from tests.factories import harness_gate, open_ledger, submit, wait_for_gate
 
 pytestmark = [pytest.mark.slow]
 
 
-def _wait(engine, settings, gate_id, timeout_s=120.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        poll_pass(engine, settings, gate_ids=[gate_id])
-        with Session(engine, expire_on_commit=False) as session:
-            gate = session.get(Gate, gate_id)
-            if gate.status in ("succeeded", "failed", "cancelled"):
-                return gate
-        time.sleep(0.5)
-    raise AssertionError(f"gate {gate_id} still {gate.status}")
+def _wait(engine, settings, gate_id: int, timeout_s: float = 120.0):
+    return wait_for_gate(engine, settings, gate_id, timeout_s=timeout_s, dispatch=False)
 
 
 def test_eaddrinuse_is_retried_once_on_the_next_port(tmp_path):

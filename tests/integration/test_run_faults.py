@@ -21,7 +21,7 @@ from orchestrator.db.models import Gate, Run
 from orchestrator.executors.plan import GatePaths
 from orchestrator.runtime.gates import dispatch_pass, poll_pass
 from orchestrator.settings import get_settings
-from tests.factories import harness_gate, submit
+from tests.factories import harness_gate, submit, wait_for_gate
 
 
 @pytest.fixture
@@ -34,16 +34,8 @@ def ledger(db_url, monkeypatch):
     engine.dispose()
 
 
-def _wait(engine, settings, gate_id: int, timeout_s: float = 120.0) -> Gate:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        poll_pass(engine, settings, gate_ids=[gate_id])
-        with Session(engine, expire_on_commit=False) as session:
-            gate = session.get(Gate, gate_id)
-            if gate.status in ("succeeded", "failed", "cancelled"):
-                return gate
-        time.sleep(0.3)
-    raise AssertionError(f"gate {gate_id} did not finish in {timeout_s} s")
+def _wait(engine, settings, gate_id: int, timeout_s: float = 120.0):
+    return wait_for_gate(engine, settings, gate_id, timeout_s=timeout_s, dispatch=False)
 
 
 def test_claim_without_plan_returns_to_queued(ledger):

@@ -19,7 +19,6 @@ from orchestrator.app.cli.common import (
     fail,
     is_remote,
     remote_call,
-    rich_text,
 )
 from orchestrator.domain.decisions import DECISIONS
 

@@ -138,7 +138,6 @@ class StepContainer:
     """
 
     def __init__(self, exclude: tuple[int, ...] = (), use_cgroup: bool = True) -> None:
-        global _counter
         self.exclude = set(exclude)
         self.cgroup: Path | None = None
         self.home: Path | None = None
