@@ -24,7 +24,7 @@ def test_rank_that_never_joins_is_a_hang(tmp_path):
                     f'correctness_s = {DEADLINE_S}\n')
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "health", "--json", "--criteria", str(crit), "--nproc", "3",
+        [sys.executable, "-m", "health", "--json", "--records", "--criteria", str(crit), "--nproc", "3",
          "--inject-fault", "never_join:2"],
         cwd=REPO, capture_output=True, text=True, timeout=120)
     wall = time.monotonic() - t0

@@ -22,25 +22,24 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.driver.evidence import DiskReserve, ResultSeals, check_own_results
+from orchestrator.executors.driver.argv import run_argv
 from orchestrator.executors.driver.extend import more_roles
 from orchestrator.executors.driver.forkserver import ForkServer, fork_server_usable
+from orchestrator.executors.driver.health_step import health_argv, read_health_log
 from orchestrator.executors.driver.launch import (
-    choose_port,
-    command_argv,
+    job_hostnames,
+    launch_preamble,
     port_collision,
     reaper_leftovers,
-    reaper_prefix,
-    srun_prefix,
 )
 from orchestrator.executors.driver.phases import run_phases
 from orchestrator.executors.driver.process import (
@@ -60,66 +59,17 @@ from orchestrator.executors.files import hash_file
 from orchestrator.executors.plan import GatePaths, GatePlan, read_json, write_json_atomic
 from orchestrator.executors.runenv import MULTICAST_OFF, measure_env
 
-__all__ = ["MULTICAST_OFF", "check_own_results", "run_gate"]
-
-_OWN_RESULT_KEYS = ("median_step_s", "log_median_step_s", "mfu_pct", "tokens_per_s", "world_size")
-"""Numbers a run's own result file may state; each must equal the driver's from the log."""
-_OWN_RESULT_REL = 1e-6
-"""Relative difference above which a run's own number disagrees with its log's (the
-record contract prints floats with full precision; this only absorbs rounding)."""
-_DISK_RESERVE_BYTES = 1 << 20
-"""Space the driver holds back for its last writes on a full disk (``disk_reserve``)."""
+__all__ = ["MULTICAST_OFF", "run_gate"]
 
 logger = logging.getLogger(__name__)
+
 
 class _GateFailed(Exception):
     pass
 
 
-def check_own_results(files: list[Path], fields: dict[str, Any], log_name: str) -> str | None:
-    """Compare the result files a run wrote itself with what its log says.
-
-    A run's own files are input to check, never evidence: a file that is not JSON, or
-    states a number of :data:`_OWN_RESULT_KEYS` other than the one measured from the log,
-    fails the run.
-
-    Args:
-        files: Candidate own-result files (``GatePaths.run_own_results``); missing ones
-            are skipped.
-        fields: The run's measured fields, from its log.
-        log_name: The log as the reason names it (``runs/01-X.log``).
-
-    Returns:
-        The reason naming the file, its value and the log's value, or None.
-    """
-    import json
-    import math
-
-    for path in files:
-        try:
-            if not path.is_file() or path.is_symlink():
-                continue
-            claimed = json.loads(path.read_bytes()[: 1 << 20])
-        except (OSError, ValueError) as exc:
-            return f"its own result file {path.parent.name}/{path.name} is unreadable ({exc})"
-        if not isinstance(claimed, dict):
-            continue
-        for key in _OWN_RESULT_KEYS:
-            mine, logged = claimed.get(key), fields.get("median_step_s" if key == "log_median_step_s" else key)
-            if mine is None or not isinstance(mine, (int, float)) or isinstance(mine, bool):
-                continue
-            if logged is None or not math.isclose(float(mine), float(logged), rel_tol=_OWN_RESULT_REL):
-                return (f"its own result file {path.parent.parent.name}/{path.parent.name}/{path.name} "
-                        f"says {key}={mine!r} but its log {log_name} says {logged!r}")
-    return None
-
-
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
-
-
-def _substitute(arg: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
 
 
 class _Driver:
@@ -133,12 +83,11 @@ class _Driver:
         self.paths.runs_dir.chmod(0o700)  # logs and results: the service's only
         self.paths.out_root.mkdir(parents=True, exist_ok=True)
         self.run_as_env: dict[str, str] = {}
-        self.result_digests: dict[Path, str] = {}
-        """SHA-256 of every result file this driver wrote (checked after every run)."""
-        self._reserve_disk()
+        self.seals = ResultSeals(self.paths.root)
+        self.disk = DiskReserve(self.paths.disk_reserve)
         self.under_slurm = plan.executor == "slurm" and "SLURM_JOB_ID" in os.environ
         self.job_id = os.environ.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
-        self.hostnames = self._hostnames()
+        self.hostnames = job_hostnames(self.under_slurm)
         self.roles = list(plan.roles)
         self.cancel_reason: str | None = None
         self.time_limit_hit = False
@@ -156,48 +105,16 @@ class _Driver:
         }
 
     # ---- plumbing -------------------------------------------------------------------
-    def _hostnames(self) -> list[str]:
-        nodelist = os.environ.get("SLURM_JOB_NODELIST")
-        if self.under_slurm and nodelist:
-            out = subprocess.run(["scontrol", "show", "hostnames", nodelist],
-                                 capture_output=True, text=True, timeout=30, check=False)
-            names = out.stdout.split()
-            if names:
-                return names
-        return [socket.gethostname()]
-
-    def _reserve_disk(self) -> None:
-        try:
-            fd = os.open(self.paths.disk_reserve, os.O_WRONLY | os.O_CREAT, 0o600)
-            try:
-                os.posix_fallocate(fd, 0, _DISK_RESERVE_BYTES)
-            finally:
-                os.close(fd)
-        except OSError:
-            self.paths.disk_reserve.unlink(missing_ok=True)
-
-    def _release_disk(self) -> None:
-        self.paths.disk_reserve.unlink(missing_ok=True)
-
     def _write_result(self, path: Path, obj: dict[str, Any]) -> None:
-        """Write one of the driver's result files and remember its digest."""
-        import hashlib
-
+        """Write one of the driver's result files and seal it (checked after every run)."""
         write_json_atomic(path, obj)
-        self.result_digests[path] = hashlib.sha256(path.read_bytes()).hexdigest()
+        self.seals.seal(path)
 
     def _check_evidence(self, after: str) -> None:
         """Fail the gate if a result file the driver wrote changed since (a run wrote it)."""
-        import hashlib
-
-        for path, digest in self.result_digests.items():
-            try:
-                now = hashlib.sha256(path.read_bytes()).hexdigest()
-            except OSError:
-                now = "missing"
-            if now != digest:
-                raise _GateFailed(f"{path.relative_to(self.paths.root)} changed after the driver wrote "
-                                  f"it (found while {after} ended): a run wrote into the driver's files")
+        changed = self.seals.changed(after)
+        if changed:
+            raise _GateFailed(changed)
 
     def _save_status(self, **update: Any) -> None:
         self.status.update(update)
@@ -221,7 +138,7 @@ class _Driver:
                         log_name=str(log_path.relative_to(self.paths.root)),
                         spawn_pid=server.pid if (spawn is not None and server is not None) else None)
         if step.log_write_error:
-            self._release_disk()  # room for the results and status.json that say so
+            self.disk.release()  # room for the results and status.json that say so
         if self.under_slurm and step.exit_code in (128 + signal.SIGUSR2, -signal.SIGUSR2):
             self._on_signal(signal.SIGUSR2, None)  # Slurm signals the steps too, maybe first
             raise Cancelled(self.cancel_reason)
@@ -260,27 +177,10 @@ class _Driver:
         return lambda: server.spawn(args, env=env, cwd=cwd, nproc=self.plan.ranks_per_node)
 
     def _preamble(self) -> dict[str, str]:
-        """Launch environment of the next step: a fresh MASTER_PORT every call, checked
-        free on node 0 (busy ones are skipped and recorded)."""
-        from health.network import gather_address_facts
-        from health.preamble import build_preamble, derive_master_port
-
-        pre = None
-        if self.plan.preamble:
-            pre = build_preamble(gather_address_facts(self.hostnames, node_rank=0), master_port=1,
-                                 base_env=os.environ)
-        choice = choose_port(self.job_id, self.port_index + 1, pre.master_addr if pre else "0.0.0.0",
-                             derive=derive_master_port)
-        self.port_index = choice.index
-        if pre is None:  # diagnosing only: what a launch without the preamble does
-            env = {"MASTER_ADDR": self.hostnames[0], "MASTER_PORT": str(choice.port)}
-            record = {"interface": None, "master_addr": self.hostnames[0],
-                      "reason": "preamble disabled (topology.preamble=false)"}
-        else:
-            env = {**pre.env, "MASTER_PORT": str(choice.port)}
-            record = {"interface": pre.interface, "master_addr": pre.master_addr, "reason": pre.reason}
-        self.status.setdefault("preamble", []).append(
-            {"index": choice.index, **record, "master_port": choice.port, "busy_ports": choice.busy})
+        """Launch environment of the next step (:func:`launch_preamble`), recorded."""
+        env, record = launch_preamble(self.plan.preamble, self.job_id, self.hostnames, self.port_index)
+        self.port_index = record["index"]
+        self.status.setdefault("preamble", []).append(record)
         return env
 
     def _base_env(self, side_env: dict[str, str], source_dir: Path | None, run=False,
@@ -317,18 +217,9 @@ class _Driver:
 
     def _health(self, tag: str) -> str:
         """Run the health gate; write what it found to ``<tag>.json``; raise if failed."""
-        from orchestrator.domain.records import health_check_rows
-        from orchestrator.executors.files import parse_log_file
-
         spec = self.plan.health
         log_path = self.paths.health_log(tag)
-        argv = [self.plan.python, "-m", "health", "--json", "--records", "--nproc", str(self.plan.ranks_per_node),
-                "--job-id", f"{self.job_id}-{tag}"]
-        if spec.get("criteria"):
-            argv += ["--criteria", spec["criteria"]]
-        if self.under_slurm and self.plan.nodes > 1:
-            # One health process per node; each spawns its local ranks.
-            argv = [*srun_prefix(self.plan.nodes, 1), *argv, "--nodes", ",".join(self.hostnames)]
+        argv = health_argv(self.plan, f"{self.job_id}-{tag}", self.hostnames, under_slurm=self.under_slurm)
         home = self.paths.run_home / tag
         if self.policy.run_as_user:
             lease_folders(self.policy.run_as_user, [home, home / "tmp"])
@@ -337,19 +228,7 @@ class _Driver:
                               float(spec.get("timeout_s", 300)))
         finally:
             seal_folders(self.policy.run_as_user, [home])
-        verdict, reason, facts, checks = "failed", step.error, {}, []
-        try:
-            parsed = parse_log_file(log_path)
-            facts = dict(parsed.allocation or {})
-            checks = health_check_rows(parsed)
-            verdict = facts.get("health_verdict", "failed")
-            bad = [f"{h.check}={h.status}" for h in parsed.health if h.status in ("FAIL", "HANG")]
-            if verdict == "failed" and not reason:
-                reason = "health gate failed: " + (", ".join(bad) or "no allocation verdict")
-            elif verdict == "failed":
-                reason = f"health gate {step.error}" + (f": {', '.join(bad)}" if bad else "")
-        except Exception as exc:  # malformed health output is a failed health gate
-            reason = f"health output unreadable: {exc}"
+        verdict, reason, facts, checks = read_health_log(log_path, step.error)
         sha, size = hash_file(log_path)
         self._write_result(self.paths.health_result(tag), {
             "exit_code": step.exit_code, "verdict": verdict, "reason": reason, "wall_s": step.wall_s,
@@ -361,34 +240,8 @@ class _Driver:
         return verdict
 
     def _run_argv(self, order: int, role: str, side: str, source_dir: Path | None) -> list[str]:
-        plan = self.plan
-        if plan.workload.get("recipe"):
-            overrides = recipe_overrides(self.plan, side)
-            trainer = ["-m", "trainer", "train", "--recipe", plan.workload["recipe"], *overrides]
-            if self.under_slurm:
-                return [*srun_prefix(plan.nodes * plan.ranks_per_node, plan.ranks_per_node),
-                        *reaper_prefix(plan.python), plan.python, *trainer]
-            return [plan.python, "-m", "torch.distributed.run", "--nnodes=1",
-                    f"--nproc_per_node={plan.ranks_per_node}", "--master_addr", "{MASTER_ADDR}",
-                    "--master_port", "{MASTER_PORT}", *trainer]
-        values = {
-            "warmup_steps": str(plan.num_warmup_steps),
-            "measured_steps": str(plan.num_measured_steps),
-            "total_steps": measure_env(plan)["AXBGATE_TOTAL_STEPS"],
-            "source_dir": str(source_dir or plan.project_root),
-            "role": role,
-            "run_index": str(order),
-            "nproc": str(plan.nodes * plan.ranks_per_node),
-            "nnodes": str(plan.nodes),
-            "nproc_per_node": str(plan.ranks_per_node),
-            "out_dir": str(self.paths.run_out(order, role)),
-        }
-        return command_argv(plan.workload.get("launch", "per_node"),
-                            [_substitute(arg, values) for arg in plan.workload["command"]],
-                            under_slurm=self.under_slurm, nodes=plan.nodes,
-                            ranks_per_node=plan.ranks_per_node, python=plan.python,
-                            master=("{MASTER_ADDR}", "{MASTER_PORT}"),
-                            wrap=reaper_prefix(plan.python))
+        return run_argv(self.plan, order, role, side, source_dir, out_dir=self.paths.run_out(order, role),
+                        under_slurm=self.under_slurm)
 
     def _run_folders(self, order: int, role: str, side: str) -> tuple[Path, Path, Path | None]:
         """The run's own folders: output (``{out_dir}``), home and, under ``run_as_user``,

@@ -149,3 +149,54 @@ def reaper_leftovers(log_path: Path) -> list[dict]:
             except (ValueError, KeyError, TypeError):
                 continue
     return found
+
+
+def job_hostnames(under_slurm: bool) -> list[str]:
+    """The allocation's nodes, node 0 first: ``scontrol show hostnames`` of
+    ``SLURM_JOB_NODELIST`` inside a Slurm job, else this host."""
+    import os
+    import subprocess
+
+    nodelist = os.environ.get("SLURM_JOB_NODELIST")
+    if under_slurm and nodelist:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist],
+                             capture_output=True, text=True, timeout=30, check=False)
+        if names := out.stdout.split():
+            return names
+    return [socket.gethostname()]
+
+
+def launch_preamble(use_preamble: bool, job_id: str, hostnames: list[str],
+                    port_index: int) -> tuple[dict[str, str], dict]:
+    """Launch environment of the next step: the two-tray preamble (or, when it is off, a
+    bare MASTER_ADDR) with a fresh MASTER_PORT, checked free on node 0.
+
+    Args:
+        use_preamble: The plan's ``preamble`` switch (False only to diagnose without it).
+        job_id: The allocation's job id (the port derivation's seed).
+        hostnames: The allocation's nodes, node 0 first.
+        port_index: The index of the last port used (the next call takes a later one).
+
+    Returns:
+        ``(env, record)``: the variables to set, and what was chosen (``index``,
+        interface, master address and port, busy ports skipped, reason).
+    """
+    import os
+
+    from health.network import gather_address_facts
+    from health.preamble import build_preamble, derive_master_port
+
+    pre = None
+    if use_preamble:
+        pre = build_preamble(gather_address_facts(hostnames, node_rank=0), master_port=1,
+                             base_env=os.environ)
+    choice = choose_port(job_id, port_index + 1, pre.master_addr if pre else "0.0.0.0",
+                         derive=derive_master_port)
+    if pre is None:  # diagnosing only: what a launch without the preamble does
+        env = {"MASTER_ADDR": hostnames[0], "MASTER_PORT": str(choice.port)}
+        record = {"interface": None, "master_addr": hostnames[0],
+                  "reason": "preamble disabled (topology.preamble=false)"}
+    else:
+        env = {**pre.env, "MASTER_PORT": str(choice.port)}
+        record = {"interface": pre.interface, "master_addr": pre.master_addr, "reason": pre.reason}
+    return env, {"index": choice.index, **record, "master_port": choice.port, "busy_ports": choice.busy}

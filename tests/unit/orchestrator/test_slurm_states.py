@@ -8,6 +8,7 @@ import types
 import pytest
 
 from orchestrator.executors.base import JobState
+from orchestrator.executors.plan import GatePaths
 from orchestrator.executors.scheduler_cache import SchedulerCache
 from orchestrator.executors.slurm_states import (
     SlurmJobInfo,
@@ -117,22 +118,23 @@ def _gate(**kw):
     return type("Gate", (types.SimpleNamespace,), {})(**base)  # transition() keys on the name
 
 
-def test_ingest_shows_pending_reason_and_maps_end_states():
+def test_ingest_shows_pending_reason_and_maps_end_states(tmp_path):
     from orchestrator.usecases.progress import _before_driver
 
     gate = _gate()
     now = dt.datetime.now(dt.timezone.utc)
-    _before_driver(gate, JobState("PENDING", False, reason="Resources"), None, now)
+    _before_driver(gate, JobState("PENDING", False, reason="Resources"), None, now,
+                   GatePaths.of(tmp_path, 1))
     assert gate.status == "submitted"
     assert gate.status_reason == "pending in Slurm: waiting for nodes to become free (Resources)"
 
 
-def test_queue_deadline_wins_over_the_pending_reason():
+def test_queue_deadline_wins_over_the_pending_reason(tmp_path):
     from orchestrator.usecases.progress import _before_driver
 
     gate = _gate(topology_request={"queue_deadline_s": 5},
                  submitted_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=10))
     _before_driver(gate, JobState("PENDING", False, reason="BeginTime"), None,
-                   dt.datetime.now(dt.timezone.utc))
+                   dt.datetime.now(dt.timezone.utc), GatePaths.of(tmp_path, 1))
     assert gate.status == "failed"
     assert gate.status_reason == "allocation did not start within the queue deadline of 5 s"
