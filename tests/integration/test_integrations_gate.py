@@ -84,7 +84,10 @@ def test_two_ranks_store_the_slow_ranks_series(tmp_path):
                  topology={"ntasks_per_node": 2},
                  control={"env": {"SLOW_RANK": "1", "SLOW_RANK_SLEEP_S": "0.02", "AXBGATE_TEST_REDUCE": "gather"}},
                  candidate={"env": {"SLOW_RANK": "1", "SLOW_RANK_SLEEP_S": "0.035",
-                                    "AXBGATE_TEST_REDUCE": "allreduce"}})
+                                    "AXBGATE_TEST_REDUCE": "allreduce"}},
+                 # the effect is +50% (15 ms on 30 ms); on a loaded 2-core machine the CPU
+                 # controls drifted 2.6% once, above the default 2%: the test is about the series
+                 policy_params={"max_drift_pct": 10.0})
     spec["workload"]["launch"] = "per_rank"
     gate, runs, steps = _gate(tmp_path, spec)
     assert gate["status"] == "succeeded", gate["status_reason"]
