@@ -32,9 +32,13 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["DEFAULT_BETWEEN_SIGMA", "MIN_STEPS", "WindowChoice", "choose_window",
+__all__ = ["CALIBRATION_SECONDS", "CALIBRATION_STEPS", "DEFAULT_BETWEEN_SIGMA", "MIN_STEPS", "WindowChoice", "choose_window",
            "runs_per_decision"]
 
+CALIBRATION_STEPS = 10
+"""Fewest steps the conditioning run measures under ``auto_window`` ..."""
+CALIBRATION_SECONDS = 2.0
+"""... and at least this many seconds of steps (short CPU steps: more of them)."""
 MIN_STEPS = 5
 """Fewest measured steps the cost model chooses (a median one slow step cannot move far)."""
 MAX_STEPS = 2000

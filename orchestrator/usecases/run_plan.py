@@ -9,8 +9,8 @@ of the gate page) counts steps and runs the way the driver does (issue 25), from
 - a fixed window measures ``measured_steps``; a time window of ``S`` seconds measures
   ``max(measured_steps, ceil(S / step time))`` (``trainer.config.MeasureConfig``);
 - under ``auto_window`` the conditioning run (order 0) is measured with the calibration
-  window (:data:`~orchestrator.executors.driver.window.CALIBRATION_STEPS` steps, at least
-  :data:`~orchestrator.executors.driver.window.CALIBRATION_SECONDS` s) and every later run
+  window (:data:`~orchestrator.domain.cost_model.CALIBRATION_STEPS` steps, at least
+  :data:`~orchestrator.domain.cost_model.CALIBRATION_SECONDS` s) and every later run
   with the window the driver recorded in ``status.json`` (``window``: ``measured_steps``
   and, after a steady warmup, the fixed ``warmup_steps`` learned on the conditioning run).
 
@@ -27,13 +27,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.domain.cost_model import CALIBRATION_SECONDS, CALIBRATION_STEPS
+
 __all__ = ["MeasurementRule", "RunBudget", "StepRange", "eta_seconds", "measurement_rule",
            "run_budget", "run_position"]
 
-_CALIBRATION_STEPS = 10
-"""Same as ``executors.driver.window.CALIBRATION_STEPS`` (a test keeps them equal)."""
-_CALIBRATION_SECONDS = 2.0
-"""Same as ``executors.driver.window.CALIBRATION_SECONDS``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +87,8 @@ class MeasurementRule:
         if not self.auto_window:
             return self
         if order == 0:
-            return dataclasses.replace(self, num_measured_steps=_CALIBRATION_STEPS,
-                                       measured_seconds=_CALIBRATION_SECONDS, auto_window=False)
+            return dataclasses.replace(self, num_measured_steps=CALIBRATION_STEPS,
+                                       measured_seconds=CALIBRATION_SECONDS, auto_window=False)
         if not self.chosen():
             return self
         w = self.window or {}

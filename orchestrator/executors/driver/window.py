@@ -15,15 +15,12 @@ import dataclasses
 import math
 from typing import Any
 
+from orchestrator.domain.cost_model import CALIBRATION_SECONDS, CALIBRATION_STEPS
 from orchestrator.executors.plan import GatePlan
 
 __all__ = ["CALIBRATION_SECONDS", "CALIBRATION_STEPS", "STEADY_TOLERANCE", "calibration_plan",
            "choose_after_calibration", "learned_warmup_steps", "recipe_overrides"]
 
-CALIBRATION_STEPS = 10
-"""Fewest steps the conditioning run measures under ``auto_window`` ..."""
-CALIBRATION_SECONDS = 2.0
-"""... and at least this many seconds of steps (short CPU steps: more of them)."""
 
 
 def calibration_plan(plan: GatePlan) -> GatePlan:

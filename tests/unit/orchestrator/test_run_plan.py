@@ -16,8 +16,8 @@ from orchestrator.usecases.run_plan import (
 def test_calibration_constants_match_the_driver():
     from orchestrator.usecases import run_plan
 
-    assert run_plan._CALIBRATION_STEPS == window.CALIBRATION_STEPS
-    assert run_plan._CALIBRATION_SECONDS == window.CALIBRATION_SECONDS
+    assert run_plan.CALIBRATION_STEPS == window.CALIBRATION_STEPS == 10
+    assert run_plan.CALIBRATION_SECONDS == window.CALIBRATION_SECONDS == 2.0
 
 
 def test_steady_warmup_and_time_window_give_a_range_and_the_window_count():
