@@ -253,3 +253,25 @@ def seed_repository(session: Session, gate_ids: list[int], *, url: str = "/srv/g
                           message="git fetch failed: could not resolve host")
     session.flush()
     return repo.id
+
+
+def seed_settings_ledger(fill) -> Any:
+    """Migrate the ledger the settings name and fill it in one committed session.
+
+    Args:
+        fill: Called as ``fill(session, settings)``; its return value is returned.
+    """
+    from orchestrator.db.migrate import upgrade
+    from orchestrator.db.session import build_engine
+    from orchestrator.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.database_url)
+    engine = build_engine(settings.database_url)
+    try:
+        with Session(engine) as session:
+            out = fill(session, settings)
+            session.commit()
+    finally:
+        engine.dispose()
+    return out

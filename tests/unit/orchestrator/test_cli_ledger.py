@@ -12,19 +12,9 @@ from orchestrator.app.cli import main
 
 @pytest.fixture
 def ledger_ids():
-    from orchestrator.db.migrate import upgrade
-    from orchestrator.db.session import build_engine
-    from orchestrator.settings import get_settings
-    from tests.ledger_factories import seed_ledger
+    from tests.ledger_factories import seed_ledger, seed_settings_ledger
 
-    settings = get_settings()
-    upgrade(settings.database_url)
-    engine = build_engine(settings.database_url)
-    with Session(engine) as session:
-        ids = seed_ledger(session, settings.artifacts_dir)
-        session.commit()
-    engine.dispose()
-    return ids
+    return seed_settings_ledger(lambda session, settings: seed_ledger(session, settings.artifacts_dir))
 
 
 def _json(capsys, argv):

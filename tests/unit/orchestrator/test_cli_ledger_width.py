@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy.orm import Session
 
 LONG_TITLE = "fused rmsnorm with a long explanatory title that never fits"
 
@@ -16,22 +15,22 @@ LONG_TITLE = "fused rmsnorm with a long explanatory title that never fits"
 @pytest.fixture
 def many_gates():
     """Twelve gates, so ids reach two digits; the last has a long title."""
-    from orchestrator.db.migrate import upgrade
-    from orchestrator.db.session import build_engine
-    from orchestrator.settings import get_settings
-    from tests.ledger_factories import WORKED_ACCEPT, finish_gate, make_gate, seed_ledger
+    from tests.ledger_factories import (
+        WORKED_ACCEPT,
+        finish_gate,
+        make_gate,
+        seed_ledger,
+        seed_settings_ledger,
+    )
 
-    settings = get_settings()
-    upgrade(settings.database_url)
-    engine = build_engine(settings.database_url)
-    with Session(engine) as session:
+    def fill(session, _settings):
         seed_ledger(session)
         seed_ledger(session)
         gid = make_gate(session, title=LONG_TITLE, family="ltx2-norm")
         finish_gate(session, gid, medians_s=WORKED_ACCEPT)
-        session.commit()
-    engine.dispose()
-    return gid
+        return gid
+
+    return seed_settings_ledger(fill)
 
 
 def _ledger(*args: str, columns: int | None) -> str:
