@@ -43,6 +43,10 @@ logger = logging.getLogger(__name__)
 # A claimed gate must have its job recorded within this many seconds (sbatch answers in
 # well under a minute; a dead dispatcher never will).
 _SUBMIT_GRACE_S = 600.0
+_REQUEUE_GRACE_S = 30.0
+"""A claim without plan or job younger than this is a dispatch in progress, not a dead one
+(a live dispatcher writes the plan within a second locally, sbatch answers in seconds); the
+poller of the same server runs every pass and once requeued a gate mid-dispatch."""
 _MAX_STEP_LINES_PER_PASS = 200_000
 """Step records stored per run and pass; the rest waits for the next pass."""
 
@@ -221,11 +225,13 @@ def _before_driver(gate: Gate, job_state: JobState | None, executor: BaseGateExe
                    now: dt.datetime, paths: GatePaths) -> None:
     """A gate whose driver has not written its status yet: fail it when it cannot start.
 
-    A claimed gate with neither a plan nor a job (its dispatcher died between the claim
-    and the plan) goes back to ``queued``: nothing ran, and a dispatcher that is still
+    A claimed gate with neither a plan nor a job for more than ``_REQUEUE_GRACE_S`` (its
+    dispatcher died between the claim and the plan) goes back to ``queued``: nothing ran, and a dispatcher that is still
     alive re-checks the claim under the same row lock before it writes the plan
     (:func:`orchestrator.usecases.dispatch.dispatch_gate`)."""
-    if gate.job_ref is None and not paths.plan.exists() and gate.status == "submitted":
+    claimed_for = None if gate.submitted_at is None else (now - _aware(gate.submitted_at)).total_seconds()
+    if (gate.job_ref is None and not paths.plan.exists() and gate.status == "submitted"
+            and claimed_for is not None and claimed_for > _REQUEUE_GRACE_S):
         transition(gate, "queued")
         gate.submitted_at = None
         gate.status_reason = "claimed by a dispatcher that stopped before writing the plan; queued again"

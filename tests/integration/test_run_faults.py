@@ -5,6 +5,7 @@ step containment, with real processes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import sqlite3
@@ -48,8 +49,10 @@ def test_claim_without_plan_returns_to_queued(ledger):
 
     engine, settings = ledger
     gate_id = submit(engine, harness_gate(control_ms=20.0, candidate_ms=20.0))
-    with Session(engine) as session:  # the crashed dispatcher's claim
+    with Session(engine) as session:  # the crashed dispatcher's claim, a minute old
         assert claim_gate(session=session, gate_id=gate_id)
+        session.get(Gate, gate_id).submitted_at = (dt.datetime.now(dt.timezone.utc)
+                                                   - dt.timedelta(seconds=60))
         session.commit()
     other = submit(engine, harness_gate(control_ms=20.0, candidate_ms=20.0))
     assert dispatch_pass(engine, settings, gate_ids=[other]) == 0  # the claim blocks the local queue
@@ -64,6 +67,8 @@ def test_claim_without_plan_returns_to_queued(ledger):
     # A dispatcher that claimed, lost the claim to the requeue, and goes on: no submission.
     with Session(engine) as session:
         assert claim_gate(session=session, gate_id=gate_id)
+        session.get(Gate, gate_id).submitted_at = (dt.datetime.now(dt.timezone.utc)
+                                                   - dt.timedelta(seconds=60))
         session.commit()
     poll_pass(engine, settings, gate_ids=[gate_id])
     with Session(engine) as session:
@@ -200,3 +205,24 @@ def test_subreaper_kills_a_setsid_grandchild(tmp_path):
     assert "time.sleep(300)" in step.leftovers[0]["command"]
     assert not Path(f"/proc/{child}").exists(), "the setsid grandchild is still there"
     assert "1 process(es) outlived the run and were killed" in log.read_text()
+
+
+def test_a_dispatch_in_progress_is_not_requeued(ledger):
+    """A claim seconds old without a plan is a dispatcher at work (the server's own poller
+    runs beside it): the poll pass leaves it claimed, and the dispatch then submits it."""
+    from orchestrator.runtime.gates import _Executors
+    from orchestrator.usecases.dispatch import claim_gate, dispatch_gate
+
+    engine, settings = ledger
+    gate_id = submit(engine, harness_gate(control_ms=20.0, candidate_ms=20.0))
+    with Session(engine) as session:
+        assert claim_gate(session=session, gate_id=gate_id)
+        session.commit()
+    poll_pass(engine, settings, gate_ids=[gate_id])
+    with Session(engine) as session:
+        assert session.get(Gate, gate_id).status == "submitted"
+        gate = dispatch_gate(session=session, gate_id=gate_id, executors=_Executors(settings).get,
+                             data_dir=settings.data_dir)
+        session.commit()
+        assert gate.status == "submitted" and gate.job_ref is not None
+    assert _wait(engine, settings, gate_id).status == "succeeded"
