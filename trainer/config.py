@@ -253,8 +253,9 @@ class MeasureConfig(_Section):
     max_measured_steps: int = Field(100000, ge=1)
     """Cap on the measured steps of a time window."""
     delay_fraction: float = Field(0.0, ge=0.0, le=1.0)
-    """For validating gates only: after each step, sleep this fraction of the step's own
-    time, a calibrated slowdown (0.01 makes every step about 1% longer)."""
+    """For validating gates only: a calibrated slowdown of each step by this fraction of
+    its own time (0.01: about +1%). On CUDA device matmuls sized by feedback, from step 2
+    on; on CPU a host sleep after every step (``trainer/slowdown.py``)."""
     semantic_probe_step: int | None = Field(0, ge=0)
     """Optimizer step (0-based, warmup included) at which the ``AXBGATE_SEMANTICS`` probe
     hashes the root parameters and their pre-clip gradients (one gather of small tensors;

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from trainer import checkpoint, metrics, records, semantics
+from trainer import checkpoint, metrics, records, semantics, slowdown
 from trainer.config import Recipe
 from trainer.data import RepeatedBatches
 from trainer.flops import flops_per_sample
@@ -276,8 +276,12 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
     warmup, total = (m.warmup_steps, m.warmup_steps + m.measured_steps) if fixed else (None, None)
     warm_slowest: list[float] = []
     step = 0
+    slow = slowdown.CalibratedSlowdown(m.delay_fraction, d.device) if m.delay_fraction > 0 \
+        else None
     while total is None or step < total:
         timer.fetch()
+        if slow is not None and step > 0:
+            slow.record_step_time(step - 1, log.step_s[-1])
         if warmup is None and step > 0:
             warm_slowest.append(_slowest(log.step_s[-1], d) if needs_agreement else log.step_s[-1])
             if _warmup_over(recipe, step, warm_slowest):
@@ -287,13 +291,16 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
             timeline["warmup_end_unix"] = time.time()
         if step == 0:
             timeline["first_step_start_unix"] = time.time()
-        step_start = time.perf_counter()
+        if slow is not None:
+            slow.step_started()
         micro = next(batches)
         on_grads = None
         if step == m.semantic_probe_step:
             def on_grads(mod, at=step):
                 log.probe = semantics.probe(mod, at)
         loss, grad_norm = train_step(model, optimizer, micro, recipe.train.max_grad_norm, on_grads)
+        if slow is not None:
+            slow.before_sync()
         dist.all_reduce(loss)
         loss_v, norm_v = loss.item() / d.world_size, grad_norm.item()
         logger.info("rank=%d step=%d loss=%.6f grad_norm=%.4f", d.rank, step, loss_v, norm_v)
@@ -302,8 +309,8 @@ def run_steps(recipe: Recipe, d: Dist, model, optimizer, batches, log: RunLog,
             raise NonFiniteError(f"non-finite loss={loss_v} or grad_norm={norm_v} at step {step}")
         log.loss.append(loss_v)
         log.grad_norm.append(norm_v)
-        if m.delay_fraction > 0:  # a calibrated slowdown for validating gates
-            time.sleep(m.delay_fraction * (time.perf_counter() - step_start))
+        if slow is not None:  # a calibrated slowdown for validating gates
+            slow.after_sync()
         if step == 0:
             timeline["first_step_end_unix"] = time.time()
         step += 1
