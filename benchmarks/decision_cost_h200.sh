@@ -6,7 +6,8 @@
 # (benchmarks/startup_profile.py). Run on 2026-12-02 (benchmarks/gpu_batch_h200.sh), output in
 # benchmarks/results/decision_cost_h200x1_2026-12-02/
 # Usage on the device machine, repo root, .whl/ carried (see gate_cost_h200.sh):
-#   bash benchmarks/decision_cost_h200.sh PART...   PART = profile | aa | slow1pct | adamw | all
+#   bash benchmarks/decision_cost_h200.sh PART...   PART = delaycheck | profile | aa | slow1pct | adamw | all
+# (PROFILE_ONLY=cold,warm-cprofile limits the startup_profile variants)
 # One call fits two parts within the 600 s limit; the compile cache is shared across parts of
 # a call (/tmp/axb-cache), so the first run of a call pays the cold compile. CPU dry run:
 #   PY=.venv/bin/python RECIPE=cpu-demo TOPO="--ntasks-per-node 1 --no-health" \
@@ -37,6 +38,10 @@ gate() {  # NAME ARGS...
   echo "gate $name id=$id wall=$(( $(date +%s) - t0 ))s"
 }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm,power.limit --format=csv || true
+case "$parts" in *" delaycheck "*)  # is measure.delay_fraction=0.01 a 1% slowdown? (warms the cache)
+  timeout 200 $PY benchmarks/delay_check.py --recipe "${RECIPE:-ltx2-bench-h200}" --fraction 0.01 \
+    --pairs 2 --warmup 3 --steps 10 2>&1 | tee "$OUT/delay_check.txt" || echo "delay_check failed" ;;
+esac
 case "$parts" in *" aa "*|*" all "*) gate aa-v3 ;; esac
 case "$parts" in *" slow1pct "*|*" all "*)
   gate slow1pct-v3 --candidate-override measure.delay_fraction=0.01 ;;
@@ -45,7 +50,7 @@ case "$parts" in *" adamw "*|*" all "*)
   gate fused-adamw-off-v3 --candidate-override train.fused_adamw=off ;;
 esac
 case "$parts" in *" profile "*|*" all "*)
-  $PY benchmarks/startup_profile.py --recipe "${RECIPE:-ltx2-bench-h200}" --steps 8 \
+  $PY benchmarks/startup_profile.py --recipe "${RECIPE:-ltx2-bench-h200}" --steps 8 ${PROFILE_ONLY:+--only "$PROFILE_ONLY"} \
     --out "$OUT/startup_profile.json" 2>&1 | tee "$OUT/startup_profile.txt" || echo "startup_profile failed" ;;
 esac
 $PY - <<'PY'

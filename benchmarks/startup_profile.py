@@ -11,7 +11,8 @@ loads the ``torch.compiler.save_cache_artifacts()`` bundle the ``cold`` process 
 ("compile artifacts loaded once per allocation"), ``precompile-*`` set
 ``torch._dynamo.config.caching_precompile`` (guard-serialised Dynamo output, when the torch
 build has it), ``warm-threads1`` is ``warm`` with ``TORCHINDUCTOR_COMPILE_THREADS=1`` (no
-compile worker pool), ``nocompile`` runs the recipe with ``parallel.compile=false``.
+compile worker pool), ``nocompile`` runs the recipe with ``parallel.compile=false``, ``warm-cprofile`` is ``warm``
+with the first step under cProfile (the 60 costliest calls by cumulative time, in the JSON).
 
 Usage (repo root, GPU machine)::
 
@@ -77,7 +78,13 @@ def _worker(args: argparse.Namespace) -> None:
     sync()
     marks["batches"] = time.time()
     steps: list[dict[str, float]] = []
+    profiler = None
     for i in range(args.steps):
+        if i == 0 and args.cprofile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         t_a = time.perf_counter()
         loss = flow_matching_loss(model, micro[0])
         sync()
@@ -99,6 +106,14 @@ def _worker(args: argparse.Namespace) -> None:
                       "step_s": t_d - t_a})
         if i == 0:
             marks["first_step_end"] = time.time()
+            if profiler is not None:
+                import io
+                import pstats
+
+                profiler.disable()
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(60)
+                first_profile = text.getvalue()[-12000:]
             from torch._dynamo.utils import compile_times, counters
 
             first_compile = compile_times(repr="str")
@@ -106,7 +121,8 @@ def _worker(args: argparse.Namespace) -> None:
                                  if k in ("inductor", "aot_autograd", "stats")}
     marks["steps_end"] = time.time()
     out = {"variant": args.variant, "torch": torch.__version__, "marks": marks, "steps": steps,
-           "compile_times_first_step": first_compile[-4000:], "counters": inductor_counters}
+           "compile_times_first_step": first_compile[-4000:], "counters": inductor_counters,
+           "first_step_cprofile": first_profile if profiler is not None else None}
     if args.megacache_save:
         artifacts = torch.compiler.save_cache_artifacts()
         if artifacts is not None:
@@ -140,6 +156,7 @@ def _variants(recipe: str, steps: int, root: str) -> list[tuple[str, list[str], 
         ("precompile-warm", base + ["--precompile"], env(cache_p)),
         ("warm-threads1", base, {**env(cache_a), "TORCHINDUCTOR_COMPILE_THREADS": "1"}),
         ("nocompile", base + ["parallel.compile=false"], env(cache_a)),
+        ("warm-cprofile", base + ["--cprofile"], env(cache_a)),
     ]
 
 
@@ -165,6 +182,7 @@ def main() -> None:
     p.add_argument("--megacache-save", default=None, help=argparse.SUPPRESS)
     p.add_argument("--megacache-load", default=None, help=argparse.SUPPRESS)
     p.add_argument("--precompile", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--cprofile", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("overrides", nargs="*")
     args = p.parse_args()
     if args.worker:
