@@ -16,7 +16,7 @@ from orchestrator.usecases.run_plan import (
 def test_calibration_constants_match_the_driver():
     from orchestrator.usecases import run_plan
 
-    assert run_plan.CALIBRATION_STEPS == window.CALIBRATION_STEPS == 10
+    assert run_plan.CALIBRATION_STEPS == window.CALIBRATION_STEPS == 6
     assert run_plan.CALIBRATION_SECONDS == window.CALIBRATION_SECONDS == 2.0
 
 
