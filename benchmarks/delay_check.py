@@ -21,12 +21,13 @@ import subprocess
 import sys
 
 
-def run_once(recipe: str, fraction: float, warmup: int, steps: int) -> dict:
+def run_once(recipe: str, fraction: float, warmup: int, steps: int,
+             overrides: list[str] = ()) -> dict:
     """One lone trainer process; returns its AXBGATE_TIMING record and median seconds."""
     argv = [sys.executable, "-m", "trainer", "train", "--recipe", recipe,
             "measure.warmup_mode=fixed", f"measure.warmup_steps={warmup}",
             f"measure.measured_steps={steps}", "measure.measured_seconds=none",
-            f"measure.delay_fraction={fraction}"]
+            f"measure.delay_fraction={fraction}", *overrides]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     rec = None
@@ -48,13 +49,14 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=2)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("overrides", nargs="*", help="recipe overrides, e.g. model.num_layers=4")
     args = p.parse_args()
     print(f"# delay_check recipe={args.recipe} fraction={args.fraction} warmup={args.warmup} "
-          f"steps={args.steps}")
-    runs = [run_once(args.recipe, 0.0, args.warmup, args.steps)]
+          f"steps={args.steps} overrides={args.overrides}")
+    runs = [run_once(args.recipe, 0.0, args.warmup, args.steps, args.overrides)]
     for _ in range(args.pairs):
-        runs.append(run_once(args.recipe, args.fraction, args.warmup, args.steps))
-        runs.append(run_once(args.recipe, 0.0, args.warmup, args.steps))
+        runs.append(run_once(args.recipe, args.fraction, args.warmup, args.steps, args.overrides))
+        runs.append(run_once(args.recipe, 0.0, args.warmup, args.steps, args.overrides))
     for i, r in enumerate(runs):
         print(f"run {i} fraction {r['fraction']:.3f} median {r['median_s']:.5f} s  steps "
               + " ".join(f"{x:.4f}" for x in r["steps_s"]), flush=True)
